@@ -1,0 +1,21 @@
+# The two commands of the README:
+#   make book   build the whole book (executing every chapter) into _build/html
+#   make test   run the test suite
+# Both set up .venv first (scripts/setup.sh; instant when already done).
+
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup book test clean
+
+setup:
+	@bash scripts/setup.sh
+
+book: setup
+	@$(BIN)/python scripts/build_book.py
+
+test: setup
+	@$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf _build

@@ -1,0 +1,42 @@
+"""dlperf: the runtime library of the course *Computational Performance for Deep Learning*.
+
+One home per concept, shared by the book's chapters, the exercises and the
+autograder:
+
+* :mod:`dlperf.devices` -- device discovery that never crashes and says what it chose;
+* :mod:`dlperf.bench` -- the one benchmark helper (warm-up, device sync, robust stats);
+* :mod:`dlperf.probe` -- a probe of the reader's machine used live by the hardware chapter;
+* :mod:`dlperf.widgets` -- widgets that stay interactive in the static book;
+* :mod:`dlperf.d2l_compat` -- the d2l helpers, loaded without imposing d2l's pins.
+"""
+
+from .bench import Measurement, Stopwatch, benchmark, compare
+from .devices import (
+    accelerator_count,
+    by_device,
+    default_device,
+    describe,
+    device_info,
+    get_devices,
+    has_cuda,
+    has_mps,
+    synchronize,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Measurement",
+    "Stopwatch",
+    "accelerator_count",
+    "benchmark",
+    "by_device",
+    "compare",
+    "default_device",
+    "describe",
+    "device_info",
+    "get_devices",
+    "has_cuda",
+    "has_mps",
+    "synchronize",
+]

@@ -1,0 +1,272 @@
+"""The one benchmark helper: warm up, synchronise, repeat, report robust statistics.
+
+Every timing in the book, the exercises and the autograder goes through
+:func:`benchmark` (many calls of a function) or :class:`Stopwatch` (one long
+piece of work, such as a compilation).  Both synchronise the device before
+they start and before they stop, because PyTorch queues GPU work
+asynchronously: without the synchronisation a timer measures how long it took
+to *launch* the work, not to do it.
+
+On CUDA the time between the two synchronisation points is taken with CUDA
+events recorded on the current stream, which time the device's own work rather
+than the Python thread.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .devices import synchronize
+
+__all__ = ["Measurement", "Stopwatch", "benchmark", "compare"]
+
+
+def _format_seconds(seconds: float) -> str:
+    """Human units: ``0.000123`` -> ``'123 us'``."""
+    if seconds != seconds:  # NaN
+        return "nan"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if abs(seconds) >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def _quantile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear-interpolation quantile (numpy's default method) of sorted data."""
+    if not sorted_values:
+        raise ValueError("no values")
+    pos = (len(sorted_values) - 1) * q
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Seconds per call, one value per timed repeat.
+
+    Robust statistics: report the :attr:`median` and the interquartile range
+    (:attr:`iqr`), which a single interruption by the operating system cannot
+    move far, rather than the mean and standard deviation, which it can.
+    """
+
+    times: tuple[float, ...]
+    label: str = ""
+    device: str = "cpu"
+    number: int = 1
+    warmup: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.times:
+            raise ValueError("a Measurement needs at least one time")
+
+    @property
+    def _sorted(self) -> list[float]:
+        return sorted(self.times)
+
+    @property
+    def repeats(self) -> int:
+        return len(self.times)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.times)
+
+    @property
+    def min(self) -> float:
+        return min(self.times)
+
+    @property
+    def max(self) -> float:
+        return max(self.times)
+
+    @property
+    def stdev(self) -> float:
+        return statistics.stdev(self.times) if len(self.times) > 1 else 0.0
+
+    @property
+    def q1(self) -> float:
+        return _quantile(self._sorted, 0.25)
+
+    @property
+    def q3(self) -> float:
+        return _quantile(self._sorted, 0.75)
+
+    @property
+    def iqr(self) -> float:
+        """Interquartile range ``q3 - q1``: the spread of the middle half."""
+        return self.q3 - self.q1
+
+    def per_second(self, amount: float) -> float:
+        """Throughput of ``amount`` units of work per call, at the median time."""
+        return amount / self.median
+
+    def ratio(self, other: "Measurement") -> float:
+        """How many times slower this is than ``other`` (median over median)."""
+        return self.median / other.median
+
+    def __str__(self) -> str:
+        name = f"{self.label}: " if self.label else ""
+        return (
+            f"{name}{_format_seconds(self.median)} per call "
+            f"(median of {self.repeats} x {self.number} calls, IQR {_format_seconds(self.iqr)}, on {self.device})"
+        )
+
+    def _repr_html_(self) -> str:
+        return f"<code>{self}</code>"
+
+
+def _device_of(device: torch.device | str | None) -> torch.device:
+    if device is not None:
+        return torch.device(device)
+    return torch.device("cpu")
+
+
+class _Clock:
+    """Times a block of device work between two synchronisation points."""
+
+    def __init__(self, device: torch.device, timer: Callable[[], float]):
+        self.device = device
+        self.timer = timer
+        self.use_events = device.type == "cuda"
+
+    def start(self) -> None:
+        synchronize(self.device)  # do not count work queued before us
+        if self.use_events:
+            self._start_event = torch.cuda.Event(enable_timing=True)
+            self._end_event = torch.cuda.Event(enable_timing=True)
+            self._start_event.record()
+        else:
+            self._t0 = self.timer()
+
+    def stop(self) -> float:
+        if self.use_events:
+            self._end_event.record()
+            self._end_event.synchronize()
+            return self._start_event.elapsed_time(self._end_event) / 1e3
+        synchronize(self.device)  # the work we launched must be finished
+        return self.timer() - self._t0
+
+
+def benchmark(
+    fn: Callable[..., Any],
+    *args: Any,
+    device: torch.device | str | None = None,
+    warmup: int = 2,
+    number: int | None = None,
+    repeat: int | None = None,
+    min_run_time: float = 0.2,
+    max_repeat: int = 200,
+    label: str = "",
+    timer: Callable[[], float] = time.perf_counter,
+    **kwargs: Any,
+) -> Measurement:
+    """Time ``fn(*args, **kwargs)`` on ``device`` and return a :class:`Measurement`.
+
+    1. **Warm up**: call ``fn`` ``warmup`` times untimed (caches, allocator,
+       lazy initialisation, compilation all happen here).
+    2. **Calibrate**: unless ``number`` is given, choose how many calls to put
+       in one timed block so that a block lasts at least about 5 ms; this keeps
+       the timer's resolution and the synchronisation cost out of the result.
+    3. **Repeat**: time ``repeat`` blocks (by default as many as fit in
+       ``min_run_time`` seconds, at least 5, at most ``max_repeat``), each
+       bracketed by device synchronisation, and divide by ``number``.
+
+    ``device`` is where ``fn`` queues its work; ``None`` means the CPU.  On
+    CUDA the blocks are timed with CUDA events.  ``timer`` is the host clock
+    (replaceable for tests).
+    """
+    dev = _device_of(device)
+    call = (lambda: fn(*args, **kwargs)) if (args or kwargs) else fn
+    clock = _Clock(dev, timer)
+
+    for _ in range(warmup):
+        call()
+    synchronize(dev)
+
+    if number is None:
+        clock.start()
+        call()
+        first = max(clock.stop(), 1e-9)
+        number = max(1, min(10_000, math.ceil(5e-3 / first)))
+    if number < 1:
+        raise ValueError("number must be at least 1")
+
+    times: list[float] = []
+    started = timer()
+    while True:
+        clock.start()
+        for _ in range(number):
+            call()
+        times.append(clock.stop() / number)
+        if repeat is not None:
+            if len(times) >= repeat:
+                break
+        elif len(times) >= max_repeat or (len(times) >= 5 and timer() - started >= min_run_time):
+            break
+    return Measurement(tuple(times), label=label, device=str(dev), number=number, warmup=warmup)
+
+
+@dataclass
+class Stopwatch:
+    """Time one long piece of work, synchronising the device at both ends.
+
+    >>> with Stopwatch() as sw:
+    ...     _ = sum(range(1000))
+    >>> sw.seconds >= 0
+    True
+
+    Use it for work that runs once (a compilation, an epoch); use
+    :func:`benchmark` for anything that can be repeated.
+    """
+
+    device: torch.device | str | None = None
+    timer: Callable[[], float] = time.perf_counter
+    seconds: float = field(default=float("nan"), init=False)
+
+    def __enter__(self) -> "Stopwatch":
+        self._clock = _Clock(_device_of(self.device), self.timer)
+        self._clock.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = self._clock.stop()
+
+    def __str__(self) -> str:
+        return _format_seconds(self.seconds)
+
+
+def compare(measurements: Iterable[Measurement], baseline: int | str = 0) -> str:
+    """A plain-text table of measurements with their ratio to a baseline.
+
+    ``baseline`` is the index or label of the row that the ratios divide by.
+    The ratios are what a reader should take away: absolute times depend on
+    the machine, ratios measured side by side in one run much less so.
+    """
+    rows = list(measurements)
+    if not rows:
+        return ""
+    if isinstance(baseline, str):
+        labels = [m.label for m in rows]
+        if baseline not in labels:
+            raise KeyError(f"no measurement labelled {baseline!r}; have {labels}")
+        base = rows[labels.index(baseline)]
+    else:
+        base = rows[baseline]
+    width = max(len(m.label) for m in rows + [Measurement((1.0,), label="what")])
+    lines = [f"{'what':<{width}}  {'median':>10}  {'IQR':>10}  {'vs ' + (base.label or 'baseline'):>14}"]
+    for m in rows:
+        lines.append(
+            f"{m.label:<{width}}  {_format_seconds(m.median):>10}  {_format_seconds(m.iqr):>10}  {m.ratio(base):>13.2f}x"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Create (or bring up to date) the virtual environment .venv with everything the
+# book, the exercises and the tests need.  Idempotent: a second run with the same
+# pyproject.toml and the same script returns at once.
+#
+# torch: a machine that already ships torch (the GPU machines: torch + CUDA
+# preinstalled, no network) keeps its own, through --system-site-packages.
+# Elsewhere the CPU build torch==2.13.0 is installed first, from the local wheel
+# folder pip is configured with, so that the range in pyproject.toml is already
+# satisfied and pip never pulls a multi-GB CUDA build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+TORCH_CPU=${TORCH_CPU:-torch==2.13.0}
+D2L=d2l==1.0.3
+
+key=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
+stamp="$VENV/.setup-$key"
+if [ -f "$stamp" ]; then
+  exit 0
+fi
+
+echo "setup: creating $VENV (one time; about two minutes)"
+if [ ! -x "$VENV/bin/python" ]; then
+  if "$PYTHON" -c "import torch" 2>/dev/null; then
+    echo "setup: this machine ships torch $("$PYTHON" -c 'import torch; print(torch.__version__)'); keeping it"
+    "$PYTHON" -m venv --system-site-packages "$VENV"
+  else
+    "$PYTHON" -m venv "$VENV"
+  fi
+fi
+pip=("$VENV/bin/python" -m pip --disable-pip-version-check --quiet)
+if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
+  echo "setup: installing $TORCH_CPU (CPU build)"
+  "${pip[@]}" install "$TORCH_CPU"
+fi
+echo "setup: installing the course package and the book and test tools"
+"${pip[@]}" install -e ".[book,test]"
+# d2l pins numpy 1.23 and matplotlib 3.7, which cannot install beside numpy 2 /
+# Python 3.12: its helpers work on a modern stack, so it comes without its pins.
+"${pip[@]}" install --no-deps "$D2L"
+rm -f "$VENV"/.setup-*
+touch "$stamp"
+echo "setup: done ($("$VENV/bin/python" -c 'import torch; print("torch", torch.__version__)'))"

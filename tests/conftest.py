@@ -1,0 +1,59 @@
+"""Shared fixtures: the book, built once per test session."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+HTML = ROOT / "_build" / "html"
+
+
+def toc_files() -> list[str]:
+    """Every document named in _toc.yml, in order (without suffix)."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    found = [toc["root"]]
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "file" in node:
+                found.append(node["file"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(toc.get("parts", toc.get("chapters", [])))
+    return found
+
+
+@dataclass
+class Build:
+    returncode: int
+    output: str
+    html: Path
+
+
+def run_build() -> Build:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "build_book.py")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    return Build(out.returncode, out.stdout + out.stderr, HTML)
+
+
+@pytest.fixture(scope="session")
+def book() -> Build:
+    """The whole book, built as `make book` builds it (cached execution)."""
+    build = run_build()
+    assert build.returncode == 0, build.output[-8000:]
+    return build

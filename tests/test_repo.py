@@ -1,0 +1,50 @@
+"""Repository rules: text notebooks without outputs, chapters with a fixed skeleton, two README commands."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+from conftest import ROOT, toc_files
+
+
+def tracked(pattern: str) -> list[str]:
+    out = subprocess.run(["git", "ls-files", pattern], cwd=ROOT, capture_output=True, text=True, check=True)
+    return [line for line in out.stdout.splitlines() if line]
+
+
+def test_no_tracked_notebook_carries_outputs():
+    offenders = []
+    for path in tracked("*.ipynb"):
+        nb = json.loads((ROOT / path).read_text())
+        for cell in nb["cells"]:
+            if cell["cell_type"] == "code" and (cell.get("outputs") or cell.get("execution_count")):
+                offenders.append(path)
+                break
+    assert not offenders, offenders
+
+
+def test_chapters_are_myst_text_notebooks_with_summary_and_exercises():
+    docs = toc_files()
+    assert docs[0] == "book/intro"
+    for doc in docs:
+        text = (ROOT / f"{doc}.md").read_text()
+        if "{code-cell}" not in text:
+            continue
+        header = text.split("---", 2)[1]
+        assert "format_name: myst" in header and "kernelspec:" in header, f"{doc}: no jupytext MyST header"
+        headings = re.findall(r"^## (.+)$", text, flags=re.M)
+        assert headings[-2:] == ["Summary", "Exercises"], f"{doc} must end with Summary and Exercises: {headings}"
+
+
+def test_every_book_page_is_in_the_toc():
+    listed = {f"{doc}.md" for doc in toc_files()}
+    pages = {str(p.relative_to(ROOT)) for p in (ROOT / "book").glob("*.md")}
+    assert pages <= listed, f"pages not in _toc.yml: {sorted(pages - listed)}"
+
+
+def test_readme_commands_and_ci():
+    readme = (ROOT / "README.md").read_text()
+    assert "make book" in readme and "make test" in readme
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
