@@ -6,11 +6,13 @@ autograder:
 * :mod:`dlperf.devices` -- device discovery that never crashes and says what it chose;
 * :mod:`dlperf.bench` -- the one benchmark helper (warm-up, device sync, robust stats);
 * :mod:`dlperf.probe` -- a probe of the reader's machine used live by the hardware chapter;
+* :mod:`dlperf.cluster` -- a simulated cluster (alpha-beta links, exact accounting) for the
+  multi-device chapters, their widgets and the graded exercises;
 * :mod:`dlperf.widgets` -- widgets that stay interactive in the static book;
 * :mod:`dlperf.d2l_compat` -- the d2l helpers, loaded without imposing d2l's pins.
 """
 
-from .bench import Measurement, Stopwatch, benchmark, compare
+from .bench import Measurement, Stopwatch, benchmark, benchmark_interleaved, compare, load_average
 from .devices import (
     accelerator_count,
     by_device,
@@ -30,6 +32,7 @@ __all__ = [
     "Stopwatch",
     "accelerator_count",
     "benchmark",
+    "benchmark_interleaved",
     "by_device",
     "compare",
     "default_device",
@@ -38,5 +41,6 @@ __all__ = [
     "get_devices",
     "has_cuda",
     "has_mps",
+    "load_average",
     "synchronize",
 ]

@@ -15,9 +15,10 @@ than the Python thread.
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +26,7 @@ import torch
 
 from .devices import synchronize
 
-__all__ = ["Measurement", "Stopwatch", "benchmark", "compare"]
+__all__ = ["Measurement", "Stopwatch", "benchmark", "benchmark_interleaved", "compare", "load_average"]
 
 
 def _format_seconds(seconds: float) -> str:
@@ -115,6 +116,15 @@ class Measurement:
         """How many times slower this is than ``other`` (median over median)."""
         return self.median / other.median
 
+    def clearly_differs(self, other: "Measurement") -> bool:
+        """True when the middle halves (first to third quartile) of the two do not overlap.
+
+        A deliberately conservative test: on a shared or busy machine two
+        medians always differ a little; only a gap between the interquartile
+        ranges counts as a difference worth a sentence.
+        """
+        return self.q3 < other.q1 or other.q3 < self.q1
+
     def __str__(self) -> str:
         name = f"{self.label}: " if self.label else ""
         return (
@@ -143,15 +153,18 @@ class _Clock:
     def start(self) -> None:
         synchronize(self.device)  # do not count work queued before us
         if self.use_events:
+            # Events go on the stream that work for *this* device is queued on,
+            # which is not the current device's stream when device is cuda:1.
+            self._stream = torch.cuda.current_stream(self.device)
             self._start_event = torch.cuda.Event(enable_timing=True)
             self._end_event = torch.cuda.Event(enable_timing=True)
-            self._start_event.record()
+            self._start_event.record(self._stream)
         else:
             self._t0 = self.timer()
 
     def stop(self) -> float:
         if self.use_events:
-            self._end_event.record()
+            self._end_event.record(self._stream)
             self._end_event.synchronize()
             return self._start_event.elapsed_time(self._end_event) / 1e3
         synchronize(self.device)  # the work we launched must be finished
@@ -215,6 +228,52 @@ def benchmark(
         elif len(times) >= max_repeat or (len(times) >= 5 and timer() - started >= min_run_time):
             break
     return Measurement(tuple(times), label=label, device=str(dev), number=number, warmup=warmup)
+
+
+def benchmark_interleaved(
+    fns: Mapping[str, Callable[[], Any]],
+    *,
+    rounds: int = 3,
+    repeat: int = 3,
+    device: torch.device | str | None = None,
+    **kwargs: Any,
+) -> list[Measurement]:
+    """:func:`benchmark` several functions in alternating rounds; one Measurement each.
+
+    Measuring A completely and then B completely lets a change in the
+    machine's load (another program starting) fall on one of them only.
+    Alternating A, B, A, B, ... gives both the same conditions.  Each round
+    times ``repeat`` blocks of each function (the first round warms up with
+    ``warmup`` calls, later rounds with one), and the times of all rounds are
+    pooled, so each result has ``rounds * repeat`` times.
+    """
+    if rounds < 1 or repeat < 1:
+        raise ValueError("rounds and repeat must be at least 1")
+    warmup = kwargs.pop("warmup", 2)
+    number = kwargs.pop("number", None)
+    times: dict[str, list[float]] = {label: [] for label in fns}
+    numbers: dict[str, int] = {}
+    for r in range(rounds):
+        for label, fn in fns.items():
+            m = benchmark(fn, device=device, warmup=warmup if r == 0 else 1, repeat=repeat, label=label,
+                          number=numbers.get(label, number), **kwargs)
+            times[label].extend(m.times)
+            numbers[label] = m.number  # keep one block size per function across rounds
+    dev = str(_device_of(device))
+    return [Measurement(tuple(t), label=label, device=dev, number=numbers[label], warmup=warmup) for label, t in times.items()]
+
+
+def load_average() -> float:
+    """The 1-minute load average: how many threads wanted a core, on average.
+
+    Print it beside measurements: a load above the number of cores means
+    other programs competed for them, and timings are noisier.  NaN where the
+    operating system does not report it.
+    """
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return float("nan")
 
 
 @dataclass

@@ -164,7 +164,8 @@ def synchronize(device: torch.device | str | None = None) -> None:
     """
     if device is None:
         if has_cuda():
-            torch.cuda.synchronize()
+            for index in range(torch.cuda.device_count()):
+                torch.cuda.synchronize(index)
         elif has_mps():
             torch.mps.synchronize()
         return

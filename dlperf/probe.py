@@ -32,7 +32,6 @@ from __future__ import annotations
 import array
 import contextlib
 import html
-import math
 import os
 import platform
 import warnings
@@ -199,6 +198,8 @@ def memory_bandwidth(
     *,
     dtype: torch.dtype = torch.float32,
     min_run_time: float = 0.2,
+    repeat: int | None = None,
+    threads: int | None = None,
 ) -> ProbeResult:
     """Bandwidth of a large copy ``dst.copy_(src)`` on ``device``, in GB/s.
 
@@ -206,7 +207,9 @@ def memory_bandwidth(
     ``bandwidth = 2 S / t`` (decimal GB/s).  ``nbytes`` is the size of *one*
     buffer (default 256 MiB on a CPU, 1 GiB on a GPU); make it several times
     larger than the last-level cache to measure the main memory rather than a
-    cache.
+    cache.  ``repeat`` fixes the number of timed repeats (default: as many as
+    fit in ``min_run_time``, at least 5).  On a CPU, ``threads`` sets the
+    number of threads for the copy (``None``: PyTorch's setting, all cores).
     """
     device = _resolve(device)
     if nbytes is None:
@@ -214,10 +217,11 @@ def memory_bandwidth(
     itemsize = torch.empty((), dtype=dtype).element_size()
     numel = max(1, nbytes // itemsize)
     nbytes = numel * itemsize
-    with _on(device):
+    with _on(device), _cpu_threads(threads if device.type == "cpu" else None):
         src = torch.empty(numel, dtype=dtype, device=device).fill_(1)
         dst = torch.empty_like(src)
-        m = benchmark(dst.copy_, src, device=device, min_run_time=min_run_time, label="copy")
+        m = benchmark(dst.copy_, src, device=device, min_run_time=min_run_time, repeat=repeat, label="copy")
+        used = torch.get_num_threads()
     del src, dst
     return _rate(
         "bandwidth",
@@ -227,7 +231,7 @@ def memory_bandwidth(
         m,
         2 * nbytes,
         "bytes",
-        f"copy of {_nbytes_text(nbytes)}, read + write counted",
+        f"copy of {_nbytes_text(nbytes)}, read + write counted" + (f", {used} thread(s)" if device.type == "cpu" else ""),
     )
 
 
@@ -249,7 +253,7 @@ def matmul_flops(
     m: int | None = None,
     k: int | None = None,
     min_run_time: float = 0.2,
-    max_call_seconds: float = 1.0,
+    max_call_seconds: float = 2.0,
 ) -> ProbeResult:
     """FLOP/s of ``a @ b`` with ``a`` of shape ``(m, k)`` and ``b`` of shape ``(k, n)``.
 
@@ -260,8 +264,8 @@ def matmul_flops(
     A dtype that the device cannot multiply (an error is raised) is reported
     as not measured, with the error.  So is one that is so slow here that a
     single product of the requested size would take more than
-    ``max_call_seconds`` (predicted from a 128 x 128 x 128 trial): some CPUs
-    have no fast kernel for ``float16``.
+    ``max_call_seconds`` (predicted from the fastest of three trial products
+    of at most 256 x 256 x 256): some CPUs have no fast kernel for ``float16``.
     """
     device = _resolve(device)
     if n is None:
@@ -279,10 +283,10 @@ def matmul_flops(
             precision = torch.get_float32_matmul_precision()
         detail += f", float32 matmul precision '{precision}'"
     with _on(device):
+        tm, tk, tn = min(m, 256), min(k, 256), min(n, 256)
         try:
-            t = 128
-            a = torch.randn(t, t, device=device).to(dtype)
-            b = torch.randn(t, t, device=device).to(dtype)
+            a = torch.randn(tm, tk, device=device).to(dtype)
+            b = torch.randn(tk, tn, device=device).to(dtype)
             torch.matmul(a, b)  # the first call may load a library: untimed
             trials = []
             for _ in range(3):  # the fastest of three: one interruption must not skip a dtype
@@ -292,15 +296,15 @@ def matmul_flops(
         except (RuntimeError, NotImplementedError, TypeError) as error:
             return _unavailable(key, title, "GFLOP/s", device, f"{name} matmul unsupported on {device.type}: {_first_line(error)}", detail)
         best = max(min(trials), 1e-12)
-        predicted = best * (m * n * k) / t**3
+        predicted = best * (m * n * k) / (tm * tk * tn)
         if predicted > max_call_seconds:
             return _unavailable(
                 key,
                 title,
                 "GFLOP/s",
                 device,
-                f"{name} matmul too slow here to time quickly: a {t}x{t} trial ran at {_si(2 * t**3 / best, 'FLOP/s')}, "
-                f"so one {m}x{k}x{n} product would take ~{predicted:.1f} s",
+                f"{name} matmul too slow here to time quickly: a {tm}x{tk}x{tn} trial ran at "
+                f"{_si(2 * tm * tk * tn / best, 'FLOP/s')}, so one {m}x{k}x{n} product would take ~{predicted:.1f} s",
                 detail,
             )
         a = torch.randn(m, k, device=device).to(dtype)
@@ -349,11 +353,10 @@ def transfer_bandwidth(
         ("d2h/pinned", "device to host, pinned", "d2h", True),
     ]
     if device.type != "cuda" or not has_cuda():
-        reason = (
-            "no accelerator: host-device copies need a CUDA device"
-            if device.type == "cpu"
-            else f"host-device copies are only probed on CUDA, not {device.type}"
-        )
+        if device.type in ("cpu", "cuda"):
+            reason = "no accelerator: host-device copies need a CUDA device, and none is available"
+        else:
+            reason = f"host-device copies are only probed on CUDA devices, not on {device.type}"
         return [_unavailable(key, name, "GB/s", device, reason) for key, name, _, _ in cases]
     if nbytes is None:
         nbytes = 256 * MiB
@@ -737,24 +740,25 @@ class ProbeReport:
         return head + table_html(self.rows(), header=("what", "value", "how"))
 
 
-def probe(device: torch.device | str | None = None, quick: bool = True) -> ProbeReport:
+def probe(device: torch.device | str | None = None, quick: bool = True, *, min_run_time: float | None = None) -> ProbeReport:
     """Measure the machine: memory bandwidth, matmul FLOP/s per dtype, host-device
     copies, launch overhead, strided access and memory latency.
 
     Sizes scale with the device (:func:`dlperf.by_device`): on a CPU the quick
     probe takes a few seconds.  ``quick=False`` uses larger problems and times
     each for longer.  Strided access and latency are measured on the host CPU
-    whatever ``device`` is (they illustrate the CPU's caches).
+    whatever ``device`` is (they illustrate the CPU's caches).  ``min_run_time``
+    overrides the seconds of timing per measurement (0.1 quick, 0.5 full).
     """
     device = _resolve(device)
-    run_time = 0.1 if quick else 0.5
+    run_time = min_run_time if min_run_time is not None else (0.1 if quick else 0.5)
     results: list[ProbeResult] = []
     with Stopwatch(device) as sw:
-        results.append(memory_bandwidth(device, min_run_time=run_time))
+        results.append(memory_bandwidth(device, by_device(device, cpu=(128 if quick else 256) * MiB, cuda=1 * GiB), min_run_time=run_time))
         n = by_device(device, cpu=512 if quick else 1024, cuda=8192)
         results.extend(matmul_flops_by_dtype(device, n, min_run_time=run_time).values())
         results.extend(transfer_bandwidth(device, by_device(device, cpu=None, cuda=(256 if quick else 1024) * MiB), min_run_time=run_time))
         results.extend(launch_overhead(device, min_run_time=run_time))
         results.extend(strided_access("cpu", 2**20, (1, 16), min_run_time=run_time))
-        results.extend(memory_latency((16 * KiB, 256 * MiB), min_run_time=run_time))
+        results.extend(memory_latency((16 * KiB, (64 if quick else 256) * MiB), min_run_time=run_time))
     return ProbeReport(str(device), describe(device), results, quick, sw.seconds, cpu_caches())

@@ -41,6 +41,11 @@ echo "setup: installing the course package and the book and test tools"
 # d2l pins numpy 1.23 and matplotlib 3.7, which cannot install beside numpy 2 /
 # Python 3.12: its helpers work on a modern stack, so it comes without its pins.
 "${pip[@]}" install --no-deps "$D2L"
+# jsonschema's optional rfc3987-syntax (pulled in by jupyter-events) builds a parser
+# grammar at import: 4 s added to every notebook kernel that imports nbformat (each
+# chapter's glue, each grading run). jsonschema works without it (that URI format
+# check is skipped), so it goes.
+"${pip[@]}" uninstall -y rfc3987-syntax >/dev/null 2>&1 || true
 rm -f "$VENV"/.setup-*
 touch "$stamp"
 echo "setup: done ($("$VENV/bin/python" -c 'import torch; print("torch", torch.__version__)'))"

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from dlperf import Measurement, Stopwatch, benchmark, compare
+from dlperf import Measurement, Stopwatch, benchmark, benchmark_interleaved, compare, load_average
 
 
 class FakeClock:
@@ -142,3 +142,26 @@ def test_benchmark_waits_for_the_gpu():
     with Stopwatch(device) as sw:
         torch.cuda._sleep(cycles)
     assert sw.seconds == pytest.approx(synced, rel=0.3)
+
+
+def test_interleaved_alternates_and_pools():
+    clock = FakeClock()
+    order = []
+
+    def make(label, seconds):
+        def fn():
+            order.append(label)
+            clock.advance(seconds)
+        return fn
+
+    a, b = benchmark_interleaved({"a": make("a", 1.0), "b": make("b", 3.0)}, rounds=2, repeat=2,
+                                 warmup=0, number=1, timer=clock)
+    # round 1: a a, b b; round 2: one warm-up call each, then two timed calls
+    assert order == ["a", "a", "b", "b", "a", "a", "a", "b", "b", "b"]
+    assert a.times == (1.0,) * 4 and b.times == (3.0,) * 4 and a.label == "a"
+    assert b.clearly_differs(a) and not a.clearly_differs(Measurement((0.5, 1.0, 1.5)))
+
+
+def test_load_average_is_a_number():
+    value = load_average()
+    assert value != value or value >= 0  # NaN where the OS does not report it

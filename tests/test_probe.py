@@ -13,6 +13,16 @@ from dlperf import probe as P
 FAST = 0.02  # seconds of timing per measurement: enough to check the bookkeeping
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One intra-op thread: these tests check bookkeeping, not speed, and a busy
+    two-core machine makes multi-threaded tiny operations very slow."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def _positive_rate(r: P.ProbeResult, unit: str) -> None:
     assert r.available, r.reason
     assert r.unit == unit
@@ -90,9 +100,9 @@ def test_launch_overhead_units():
 
 def test_strided_access_sums_the_same_number_of_elements():
     n = 2**14
-    before = torch.get_num_threads()
-    results = P.strided_access("cpu", n, (1, 4, 16), min_run_time=FAST)
-    assert torch.get_num_threads() == before  # the thread setting is restored
+    torch.set_num_threads(2)
+    results = P.strided_access("cpu", n, (1, 4, 16), min_run_time=FAST)  # runs on one thread
+    assert torch.get_num_threads() == 2  # and restores the setting
     assert [r.key for r in results] == ["stride/1", "stride/4", "stride/16"]
     for r in results:
         _positive_rate(r, "GB/s")
@@ -141,7 +151,7 @@ def test_probe_report(monkeypatch):
     monkeypatch.setattr(P, "strided_access", lambda d, n, strides, **kw: real[1](d, 2**12, strides, **kw))
     monkeypatch.setattr(P, "memory_latency", lambda sizes, **kw: real[2]((4 * P.KiB, 64 * P.KiB), steps=1000, **kw))
     monkeypatch.setattr(P, "matmul_flops_by_dtype", lambda d, n, **kw: real[3](d, 32, **kw))
-    report = P.probe("cpu", quick=True)
+    report = P.probe("cpu", quick=True, min_run_time=FAST)
     keys = [r.key for r in report.results]
     for key in ("bandwidth", "matmul/float32", "h2d/pinned", "launch/op", "stride/16", "latency/extra"):
         assert key in keys
