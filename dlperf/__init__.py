@@ -12,7 +12,15 @@ autograder:
 * :mod:`dlperf.d2l_compat` -- the d2l helpers, loaded without imposing d2l's pins.
 """
 
-from .bench import Measurement, Stopwatch, benchmark, benchmark_interleaved, compare, load_average
+from .bench import (
+    Measurement,
+    Stopwatch,
+    benchmark,
+    benchmark_interleaved,
+    compare,
+    format_seconds,
+    load_average,
+)
 from .devices import (
     accelerator_count,
     by_device,
@@ -36,6 +44,7 @@ __all__ = [
     "by_device",
     "compare",
     "default_device",
+    "format_seconds",
     "describe",
     "device_info",
     "get_devices",

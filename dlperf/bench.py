@@ -26,14 +26,14 @@ import torch
 
 from .devices import synchronize
 
-__all__ = ["Measurement", "Stopwatch", "benchmark", "benchmark_interleaved", "compare", "load_average"]
+__all__ = ["Measurement", "Stopwatch", "benchmark", "benchmark_interleaved", "compare", "format_seconds", "load_average"]
 
 
-def _format_seconds(seconds: float) -> str:
-    """Human units: ``0.000123`` -> ``'123 us'``."""
+def format_seconds(seconds: float) -> str:
+    """Seconds in human units, three significant digits: ``0.000123`` -> ``'123 µs'``."""
     if seconds != seconds:  # NaN
         return "nan"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
         if abs(seconds) >= scale:
             return f"{seconds / scale:.3g} {unit}"
     return f"{seconds / 1e-9:.3g} ns"
@@ -128,8 +128,8 @@ class Measurement:
     def __str__(self) -> str:
         name = f"{self.label}: " if self.label else ""
         return (
-            f"{name}{_format_seconds(self.median)} per call "
-            f"(median of {self.repeats} x {self.number} calls, IQR {_format_seconds(self.iqr)}, on {self.device})"
+            f"{name}{format_seconds(self.median)} per call "
+            f"(median of {self.repeats} x {self.number} calls, IQR {format_seconds(self.iqr)}, on {self.device})"
         )
 
     def _repr_html_(self) -> str:
@@ -302,7 +302,7 @@ class Stopwatch:
         self.seconds = self._clock.stop()
 
     def __str__(self) -> str:
-        return _format_seconds(self.seconds)
+        return format_seconds(self.seconds)
 
 
 def compare(measurements: Iterable[Measurement], baseline: int | str = 0) -> str:
@@ -326,6 +326,6 @@ def compare(measurements: Iterable[Measurement], baseline: int | str = 0) -> str
     lines = [f"{'what':<{width}}  {'median':>10}  {'IQR':>10}  {'vs ' + (base.label or 'baseline'):>14}"]
     for m in rows:
         lines.append(
-            f"{m.label:<{width}}  {_format_seconds(m.median):>10}  {_format_seconds(m.iqr):>10}  {m.ratio(base):>13.2f}x"
+            f"{m.label:<{width}}  {format_seconds(m.median):>10}  {format_seconds(m.iqr):>10}  {m.ratio(base):>13.2f}x"
         )
     return "\n".join(lines)

@@ -111,7 +111,7 @@ def test_stopwatch_and_compare():
 
 
 def test_str_names_units():
-    assert "123 us" in str(Measurement((123e-6,), label="x"))
+    assert "123 µs" in str(Measurement((123e-6,), label="x"))
     assert "1.5 ms" in str(Measurement((1.5e-3,)))
 
 
