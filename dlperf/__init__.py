@@ -24,6 +24,7 @@ from .bench import (
 from .devices import (
     accelerator_count,
     by_device,
+    cpu_threads,
     default_device,
     describe,
     device_info,
@@ -43,6 +44,7 @@ __all__ = [
     "benchmark_interleaved",
     "by_device",
     "compare",
+    "cpu_threads",
     "default_device",
     "format_seconds",
     "describe",

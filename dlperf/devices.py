@@ -8,8 +8,10 @@ printed below a cell came from.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -19,6 +21,7 @@ __all__ = [
     "DeviceInfo",
     "accelerator_count",
     "by_device",
+    "cpu_threads",
     "default_device",
     "describe",
     "device_info",
@@ -174,3 +177,22 @@ def synchronize(device: torch.device | str | None = None) -> None:
         torch.cuda.synchronize(device)
     elif device.type == "mps":
         torch.mps.synchronize()
+
+
+@contextlib.contextmanager
+def cpu_threads(threads: int | None) -> Iterator[None]:
+    """Run the block with ``threads`` intra-op CPU threads, then restore the setting.
+
+    ``None`` leaves the setting unchanged.  Tiny operators gain nothing from a
+    second thread, and on a busy machine waiting for it can cost more than the
+    work: cells that time small CPU work say so and use one thread.
+    """
+    if threads is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

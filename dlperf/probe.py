@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .bench import Measurement, Stopwatch, benchmark
-from .devices import by_device, describe, has_cuda
+from .devices import by_device, cpu_threads, describe, has_cuda
 
 __all__ = [
     "CacheLevel",
@@ -98,20 +98,6 @@ def _on(device: torch.device) -> Iterator[None]:
             yield
     else:
         yield
-
-
-@contextlib.contextmanager
-def _cpu_threads(threads: int | None) -> Iterator[None]:
-    """Run the block with ``threads`` intra-op CPU threads (``None``: unchanged)."""
-    if threads is None:
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _resolve(device: torch.device | str | None) -> torch.device:
@@ -217,7 +203,7 @@ def memory_bandwidth(
     itemsize = torch.empty((), dtype=dtype).element_size()
     numel = max(1, nbytes // itemsize)
     nbytes = numel * itemsize
-    with _on(device), _cpu_threads(threads if device.type == "cpu" else None):
+    with _on(device), cpu_threads(threads if device.type == "cpu" else None):
         src = torch.empty(numel, dtype=dtype, device=device).fill_(1)
         dst = torch.empty_like(src)
         m = benchmark(dst.copy_, src, device=device, min_run_time=min_run_time, repeat=repeat, label="copy")
@@ -441,7 +427,7 @@ def strided_access(
     if n is None:
         n = by_device(device, cpu=2**20, cuda=2**24)
     itemsize = torch.empty((), dtype=dtype).element_size()
-    with _on(device), _cpu_threads(threads if device.type == "cpu" else None):
+    with _on(device), cpu_threads(threads if device.type == "cpu" else None):
         base = torch.ones(n * max(strides), dtype=dtype, device=device)
         results = []
         for s in strides:

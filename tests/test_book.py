@@ -53,6 +53,11 @@ def is_external(url: str) -> bool:
     return bool(parts.scheme not in ("", "data") or parts.netloc or url.startswith("//"))
 
 
+def site_pages(html: Path) -> list[Path]:
+    """Every HTML page a reader can open (not the theme's template snippets under _static/)."""
+    return sorted(p for p in html.glob("**/*.html") if p.relative_to(html).parts[0] != "_static")
+
+
 def chapter_pages(html: Path) -> dict[str, Path]:
     return {doc: html / f"{doc}.html" for doc in toc_files()}
 
@@ -71,7 +76,7 @@ def test_every_toc_page_is_built_and_executed(book):
 
 def test_no_page_loads_anything_from_another_host(book):
     offenders = []
-    for page in sorted(book.html.glob("**/*.html")):
+    for page in site_pages(book.html):
         for tag, url in loaded_urls(page):
             if is_external(url):
                 offenders.append(f"{page.relative_to(book.html)}: <{tag}> {url}")
@@ -89,7 +94,7 @@ def test_stylesheets_import_nothing_from_another_host(book):
 
 def test_every_local_resource_exists(book):
     missing = []
-    for page in sorted(book.html.glob("**/*.html")):
+    for page in site_pages(book.html):
         for tag, url in loaded_urls(page):
             if is_external(url) or url.startswith("data:") or url.startswith("#"):
                 continue
@@ -100,11 +105,11 @@ def test_every_local_resource_exists(book):
 
 
 def test_math_and_widgets_use_the_vendored_scripts(book):
-    pages = [p for p in book.html.glob("**/*.html") if "math notranslate" in p.read_text()]
+    pages = [p for p in site_pages(book.html) if "math notranslate" in p.read_text()]
     assert pages, "no page with math was built"
     for page in pages:
         assert "_static/mathjax/tex-chtml.js" in page.read_text(), page
-    widget_pages = [p for p in book.html.glob("**/*.html") if "application/vnd.jupyter.widget-state+json" in p.read_text()]
+    widget_pages = [p for p in site_pages(book.html) if "application/vnd.jupyter.widget-state+json" in p.read_text()]
     assert widget_pages, "no page embeds widget state"
     for page in widget_pages:
         scripts = [url for tag, url in loaded_urls(page) if tag == "script"]
