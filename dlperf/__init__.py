@@ -8,6 +8,9 @@ autograder:
 * :mod:`dlperf.probe` -- a probe of the reader's machine used live by the hardware chapter;
 * :mod:`dlperf.cluster` -- a simulated cluster (alpha-beta links, exact accounting) for the
   multi-device chapters, their widgets and the graded exercises;
+* :mod:`dlperf.memory` -- training-memory accounting (formulas, ZeRO, saved activations);
+* :mod:`dlperf.data` -- offline data sets (Fashion-MNIST files when present, else shipped digits);
+* :mod:`dlperf.launch` -- real process groups started from a notebook (gloo / NCCL);
 * :mod:`dlperf.widgets` -- widgets that stay interactive in the static book;
 * :mod:`dlperf.d2l_compat` -- the d2l helpers, loaded without imposing d2l's pins.
 """

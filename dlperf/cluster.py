@@ -98,6 +98,8 @@ from typing import Any, NamedTuple, Union
 
 import torch
 
+from .memory import zero_memory_bytes  # noqa: F401  (the formula lives in dlperf.memory)
+
 __all__ = [
     "DGX1_RINGS",
     "Cluster",
@@ -136,7 +138,6 @@ __all__ = [
     "transfer_time",
     "tree_allreduce",
     "tree_allreduce_time",
-    "zero_memory_bytes",
 ]
 
 Node = Union[int, str]
@@ -1381,28 +1382,13 @@ def bus_bandwidth(algbw: float, n: int, collective: str = "allreduce") -> float:
     return algbw * busbw_factor(n, collective)
 
 
-def zero_memory_bytes(num_params: int, n: int, stage: int) -> float:
-    """Bytes per rank of mixed-precision Adam model state for ``P = num_params`` under ZeRO.
-
-    bf16 params ``2P`` + bf16 grads ``2P`` + fp32 master copy and two moments
-    ``12P`` = ``16P`` (stage 0, plain data parallelism).  With ``N = n`` ranks:
-    ZeRO-1 shards the optimizer state, ``4P + 12P/N``; ZeRO-2 the gradients
-    too, ``2P + 14P/N``; ZeRO-3 everything, ``16P/N``.  Activations come on top.
-    """
-    P = num_params
-    forms = {0: 16 * P, 1: 4 * P + 12 * P / n, 2: 2 * P + 14 * P / n, 3: 16 * P / n}
-    if stage not in forms:
-        raise ValueError(f"ZeRO stage is 0, 1, 2 or 3, got {stage}")
-    return float(forms[stage])
-
-
 def place_zero_states(cluster: Cluster, num_params: int, stage: int) -> None:
     """Put each rank's ZeRO-``stage`` model state in ``cluster.memory`` (meta tensors: sizes only).
 
     Names: ``params`` and ``grads`` (bf16), ``master``, ``exp_avg``,
     ``exp_avg_sq`` (fp32); a sharded state holds ``tensor_split(n)[rank]`` of the
     ``P`` values.  Then ``cluster.memory_bytes(r)`` equals
-    :func:`zero_memory_bytes` when ``n`` divides ``P``.
+    :func:`dlperf.memory.zero_memory_bytes` when ``n`` divides ``P``.
     """
     if stage not in (0, 1, 2, 3):
         raise ValueError(f"ZeRO stage is 0, 1, 2 or 3, got {stage}")

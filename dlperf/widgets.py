@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import ipywidgets as widgets
+from ipywidgets.widgets.widget_string import HTMLStyle
 
 __all__ = ["explorer", "figure_html", "table_html"]
 
@@ -99,13 +100,16 @@ def explorer(
     ]
 
     links: list[widgets.Widget] = []
+    # Every widget carries a layout model (and an HTML widget a style model too) into the
+    # page's embedded state; sharing one of each keeps a grid of hundreds of states light.
+    shared_layout, stack_layout, shared_style = widgets.Layout(), widgets.Layout(), HTMLStyle()
 
     def build(level: int, chosen: dict[str, Any]) -> widgets.Widget:
         if level == len(names):
-            return widgets.HTML(render(**chosen))
+            return widgets.HTML(render(**chosen), layout=shared_layout, style=shared_style)
         name = names[level]
         children = [build(level + 1, {**chosen, name: v}) for v in axes[name]]
-        stack = widgets.Stack(children=children, selected_index=controls[level].value)
+        stack = widgets.Stack(children=children, selected_index=controls[level].value, layout=stack_layout)
         links.append(widgets.jslink((controls[level], "index"), (stack, "selected_index")))
         return stack
 

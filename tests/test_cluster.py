@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from dlperf import cluster as C
+from dlperf import memory as M
 
 ALPHA, BETA = 3e-6, 10e9
 
@@ -515,13 +516,13 @@ def test_zero_memory_formulas_on_the_cluster():
         for stage in range(4):
             C.place_zero_states(c, P, stage)
             for r in range(n):
-                assert c.memory_bytes(r) == C.zero_memory_bytes(P, n, stage)
-    assert C.zero_memory_bytes(P, 4, 0) == 16 * P
-    assert C.zero_memory_bytes(P, 4, 1) == 4 * P + 12 * P / 4
-    assert C.zero_memory_bytes(P, 4, 2) == 2 * P + 14 * P / 4
-    assert C.zero_memory_bytes(P, 4, 3) == 16 * P / 4
+                assert c.memory_bytes(r) == M.zero_memory_bytes(P, n, stage)
+    assert M.zero_memory_bytes(P, 4, 0) == 16 * P
+    assert M.zero_memory_bytes(P, 4, 1) == 4 * P + 12 * P / 4
+    assert M.zero_memory_bytes(P, 4, 2) == 2 * P + 14 * P / 4
+    assert M.zero_memory_bytes(P, 4, 3) == 16 * P / 4
     with pytest.raises(ValueError):
-        C.zero_memory_bytes(P, 4, 4)
+        M.zero_memory_bytes(P, 4, 4)
 
 
 def test_argument_errors_are_clear():
