@@ -376,14 +376,14 @@ def pcie_switch(n: int, *, beta: float = 16e9, alpha: float = _ALPHA_LOCAL, cpu:
     the CPU to the switch); ``groups`` then names it the parameter server.
 
     Default ``beta`` = 16 GB/s: PCIe 3.0 x16 per direction as the source notes
-    take it (d2l §12.7, "Parameter Servers"); the PCIe 3.0 specification
+    take it (d2l, "Parameter Servers" section); the PCIe 3.0 specification
     (2010) gives 8 GT/s x 16 lanes x 128/130 = 15.75 GB/s.  ``alpha`` is
     illustrative.
     """
     ranks = n + 1 if cpu else n
     labels = [f"GPU{r}" for r in range(n)] + (["CPU"] if cpu else [])
     topo = Topology(ranks, name=f"pcie_switch({n}{', cpu' if cpu else ''})", labels=labels,
-                    source="PCIe 3.0 x16, 16 GB/s per direction per port (d2l §12.7); alpha illustrative")
+                    source="PCIe 3.0 x16, 16 GB/s per direction per port (d2l, "Parameter Servers"); alpha illustrative")
     for r in range(ranks):
         topo.connect(r, "switch", beta=beta, alpha=alpha / 2)
     gpus = tuple(range(n))
@@ -404,7 +404,7 @@ def dgx1_double_ring(*, link_beta: float = 18e9, alpha: float = _ALPHA_LOCAL) ->
 
     Each V100 has six NVLink links.  The real wiring is NVIDIA's *hybrid
     cube-mesh* (DGX-1 System Architecture whitepaper, 2017).  The source notes
-    (d2l §12.7, Fig. 12.7.5, after Wang et al., 2018) decompose it into two
+    (d2l, "Parameter Servers" section and its ring figure, after Wang et al., 2018) decompose it into two
     edge-disjoint rings, and so does this topology -- the simplification: only
     the ring edges exist (each GPU has 4 neighbours, 6 links):
 
@@ -419,7 +419,7 @@ def dgx1_double_ring(*, link_beta: float = 18e9, alpha: float = _ALPHA_LOCAL) ->
     illustrative.  ``rings`` holds both rings for :func:`multi_ring_allreduce`.
     """
     topo = Topology(8, name="dgx1_double_ring", labels=[f"GPU{r}" for r in range(8)],
-                    source="NVLink 18 GB/s per link per direction and the two-ring decomposition: d2l §12.7; "
+                    source="NVLink 18 GB/s per link per direction and the two-ring decomposition: d2l, "Parameter Servers"; "
                            "V100 datasheet (2017): 25 GB/s; alpha illustrative")
     a, b = DGX1_RINGS
     for i in range(8):
@@ -447,7 +447,7 @@ def parameter_server(
     when many workers push to it.  A message crosses two ports of ``alpha / 2``.
 
     Default bandwidth: 12.5 GB/s, the line rate of 100 Gbit/s Ethernet (IEEE
-    802.3ba, 2010); the source notes (d2l §12.7) say such a link "only
+    802.3ba, 2010); the source notes (d2l, "Parameter Servers") say such a link "only
     amounts to 10 GB/s" in practice.  ``alpha`` is illustrative.
     """
     server_beta = worker_beta if server_beta is None else server_beta
@@ -1425,7 +1425,7 @@ class WorkedExample:
 
 
 def parameter_server_example(nbytes: int = 160_000_000) -> dict[str, WorkedExample]:
-    """The worked example of the source notes (d2l §12.7), simulated.
+    """The worked example of the source notes (d2l, "Parameter Servers"), simulated.
 
     160 MB (``1.6e8`` bytes, float32 meta tensors) of gradients:
 

@@ -124,10 +124,12 @@ def get_devices(n: int, verbose: bool = True) -> list[torch.device]:
     """Return ``n`` devices, never fewer, never an error.
 
     With at least ``n`` CUDA devices these are ``cuda:0 .. cuda:n-1``.  With
-    fewer, the cell still runs: it gets ``n`` *simulated* devices, which are all
-    the CPU, and a message says so.  Code written against a list of devices
-    (copy to ``devices[i]``, compute there, copy back) is then exercised for
-    real, only without the parallel speed-up.
+    fewer, the cell still runs: it gets ``n`` *simulated* devices, all of them
+    the best single device there is (``cuda:0`` on a one-GPU machine, else MPS,
+    else the CPU), and a message says so.  Code written against a list of
+    devices (copy to ``devices[i]``, compute there, copy back) is then exercised
+    for real, only without the parallel speed-up; and all replicas run on the
+    same kind of device, so timings compare like with like.
     """
     if n < 1:
         raise ValueError(f"asked for {n} devices; ask for at least 1")
@@ -137,10 +139,12 @@ def get_devices(n: int, verbose: bool = True) -> list[torch.device]:
         if verbose:
             print(f"Using {n} of {count} CUDA device(s): " + ", ".join(map(str, chosen)))
         return chosen
-    chosen = [torch.device("cpu")] * n
+    base = default_device(verbose=False)
+    chosen = [base] * n
     if verbose:
         found = f"{count} CUDA device(s)" if count else "no CUDA device"
-        print(f"Asked for {n} devices, found {found}: using {n} simulated devices, all on the CPU")
+        where = "the CPU" if base.type == "cpu" else str(base)
+        print(f"Asked for {n} devices, found {found}: using {n} simulated devices, all on {where}")
     return chosen
 
 

@@ -60,7 +60,7 @@ def test_discovery_with_a_gpu(capsys):
     assert dlperf.default_device() == torch.device("cuda", 0)
     n = torch.cuda.device_count()
     assert dlperf.get_devices(n) == [torch.device("cuda", i) for i in range(n)]
-    assert all(d.type == "cpu" for d in dlperf.get_devices(n + 1))
+    assert dlperf.get_devices(n + 1) == [torch.device("cuda", 0)] * (n + 1)  # simulated on the GPU
     out = capsys.readouterr().out
-    assert "CUDA" in out and f"found {n} CUDA device(s)" in out
+    assert "CUDA" in out and f"found {n} CUDA device(s): using {n + 1} simulated devices, all on cuda:0" in out
     assert "compute capability" in dlperf.describe("cuda")
