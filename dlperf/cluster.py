@@ -383,7 +383,7 @@ def pcie_switch(n: int, *, beta: float = 16e9, alpha: float = _ALPHA_LOCAL, cpu:
     ranks = n + 1 if cpu else n
     labels = [f"GPU{r}" for r in range(n)] + (["CPU"] if cpu else [])
     topo = Topology(ranks, name=f"pcie_switch({n}{', cpu' if cpu else ''})", labels=labels,
-                    source="PCIe 3.0 x16, 16 GB/s per direction per port (d2l, "Parameter Servers"); alpha illustrative")
+                    source="PCIe 3.0 x16, 16 GB/s per direction per port (d2l, 'Parameter Servers'); alpha illustrative")
     for r in range(ranks):
         topo.connect(r, "switch", beta=beta, alpha=alpha / 2)
     gpus = tuple(range(n))
@@ -419,7 +419,7 @@ def dgx1_double_ring(*, link_beta: float = 18e9, alpha: float = _ALPHA_LOCAL) ->
     illustrative.  ``rings`` holds both rings for :func:`multi_ring_allreduce`.
     """
     topo = Topology(8, name="dgx1_double_ring", labels=[f"GPU{r}" for r in range(8)],
-                    source="NVLink 18 GB/s per link per direction and the two-ring decomposition: d2l, "Parameter Servers"; "
+                    source="NVLink 18 GB/s per link per direction and the two-ring decomposition: d2l, 'Parameter Servers'; "
                            "V100 datasheet (2017): 25 GB/s; alpha illustrative")
     a, b = DGX1_RINGS
     for i in range(8):
