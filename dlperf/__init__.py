@@ -12,6 +12,7 @@ autograder:
 * :mod:`dlperf.data` -- offline data sets (Fashion-MNIST files when present, else shipped digits);
 * :mod:`dlperf.launch` -- real process groups started from a notebook (gloo / NCCL);
 * :mod:`dlperf.kvstore` -- a push/pull key-value store over point-to-point messages;
+* :mod:`dlperf.ddp_examples` -- the DistributedDataParallel worker code of the DDP chapter;
 * :mod:`dlperf.widgets` -- widgets that stay interactive in the static book;
 * :mod:`dlperf.d2l_compat` -- the d2l helpers, loaded without imposing d2l's pins.
 """

@@ -16,6 +16,11 @@ called, and leaves it afterwards.  The same worker code therefore also runs
 under ``torchrun`` when it calls :func:`init_from_env` (a no-op under
 :func:`launch`).  Return values come back to the caller, ordered by rank.
 
+With gloo, each worker gets ``cpu_count // nprocs`` intra-op threads (as
+torchrun sets ``OMP_NUM_THREADS``).  Workers share the caller's stdout and
+stderr: what they print appears under the notebook cell, so worker code should
+return its results rather than print them.
+
 Failures never hang the caller: when a worker raises, its traceback is sent
 back and re-raised as :class:`WorkerError`; when it dies without a word
 (segfault, ``os._exit``, killed), its exit code is reported; in both cases the
@@ -107,7 +112,14 @@ def init_from_env(backend: str | None = None, timeout: float = 60.0) -> tuple[in
     """
     if not dist.is_initialized():
         world = int(os.environ.get("WORLD_SIZE", "1"))
-        dist.init_process_group(backend or default_backend(world), timeout=timedelta(seconds=timeout))
+        backend = backend or default_backend(world)
+        kwargs: dict[str, Any] = {}
+        if backend == "nccl":
+            # Bind the rank to its GPU before the group exists, so NCCL knows its device.
+            local = torch.device("cuda", int(os.environ.get("LOCAL_RANK", os.environ.get("RANK", "0"))))
+            torch.cuda.set_device(local)
+            kwargs["device_id"] = local
+        dist.init_process_group(backend, timeout=timedelta(seconds=timeout), **kwargs)
     rank, world = dist.get_rank(), dist.get_world_size()
     if dist.get_backend() == "nccl":
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
@@ -121,6 +133,10 @@ def _worker(rank: int, nprocs: int, module: str, name: str, args: tuple, env: di
             pg_timeout: float, results: Any) -> None:
     os.environ.update(env)
     os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank)})
+    if backend == "gloo":
+        # Share the cores between the ranks, as torchrun does with OMP_NUM_THREADS:
+        # n ranks with all cores each would oversubscribe the machine n times over.
+        torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
     try:
         fn = _import(module, name)
         init_from_env(backend, timeout=pg_timeout)
@@ -169,8 +185,10 @@ def launch(
         "MASTER_PORT": str(free_port()),
         **(env or {}),
     }
-    if sys.platform.startswith("linux") and backend == "gloo":
-        worker_env.setdefault("GLOO_SOCKET_IFNAME", os.environ.get("GLOO_SOCKET_IFNAME", "lo"))
+    if backend == "gloo":
+        worker_env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nprocs)))
+        if sys.platform.startswith("linux"):
+            worker_env.setdefault("GLOO_SOCKET_IFNAME", os.environ.get("GLOO_SOCKET_IFNAME", "lo"))
     if verbose:
         print(f"Launching {nprocs} worker process(es) of {module}:{name} with the {backend} backend")
 
