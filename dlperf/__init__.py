@@ -20,6 +20,7 @@ autograder:
 from .bench import (
     Measurement,
     Stopwatch,
+    Timeline,
     benchmark,
     benchmark_interleaved,
     compare,
@@ -44,6 +45,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Measurement",
     "Stopwatch",
+    "Timeline",
     "accelerator_count",
     "benchmark",
     "benchmark_interleaved",

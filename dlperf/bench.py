@@ -14,11 +14,12 @@ than the Python thread.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import statistics
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +27,16 @@ import torch
 
 from .devices import synchronize
 
-__all__ = ["Measurement", "Stopwatch", "benchmark", "benchmark_interleaved", "compare", "format_seconds", "load_average"]
+__all__ = [
+    "Measurement",
+    "Stopwatch",
+    "Timeline",
+    "benchmark",
+    "benchmark_interleaved",
+    "compare",
+    "format_seconds",
+    "load_average",
+]
 
 
 def format_seconds(seconds: float) -> str:
@@ -303,6 +313,59 @@ class Stopwatch:
 
     def __str__(self) -> str:
         return format_seconds(self.seconds)
+
+
+class Timeline:
+    """Timestamps of device work on one time origin, for timelines (Gantt charts).
+
+    :func:`benchmark` answers "how long"; a timeline answers "when", for
+    pictures of what overlapped with what.  On CUDA a mark is an event
+    recorded on the current stream, so it stamps the moment the *device*
+    reaches that point of the queue; on a CPU it is the host clock, which is
+    exact there because CPU operators run synchronously.  Marks are resolved
+    to seconds only after synchronising (:meth:`seconds`, :meth:`spans`).
+
+    >>> tl = Timeline("cpu")
+    >>> with tl.span("work"):
+    ...     _ = sum(range(100))
+    >>> [(lane, start <= end) for lane, start, end in tl.spans()]
+    [('work', True)]
+    """
+
+    def __init__(self, device: torch.device | str | None = None, timer: Callable[[], float] = time.perf_counter):
+        self.device = _device_of(device)
+        self.cuda = self.device.type == "cuda"
+        self.timer = timer
+        self.records: list[tuple[str, Any, Any]] = []
+        synchronize(self.device)
+        self.origin = self.mark()
+
+    def mark(self) -> Any:
+        """A timestamp token: a recorded CUDA event, or a host-clock reading."""
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()  # on the current stream: the one running the work being stamped
+            return event
+        return self.timer()
+
+    def seconds(self, start: Any, end: Any) -> float:
+        """Seconds from mark ``start`` to mark ``end`` (CUDA: both must have completed)."""
+        if self.cuda:
+            end.synchronize()
+            return start.elapsed_time(end) / 1e3
+        return end - start
+
+    @contextlib.contextmanager
+    def span(self, lane: str) -> Iterator[None]:
+        """Record the block as one span of ``lane`` (safe to use from several threads)."""
+        start = self.mark()
+        yield
+        self.records.append((lane, start, self.mark()))
+
+    def spans(self) -> list[tuple[str, float, float]]:
+        """``(lane, start, end)`` of every span, in seconds since the timeline began."""
+        synchronize(self.device)
+        return [(lane, self.seconds(self.origin, a), self.seconds(self.origin, b)) for lane, a, b in self.records]
 
 
 def compare(measurements: Iterable[Measurement], baseline: int | str = 0) -> str:

@@ -47,7 +47,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset
 
-from .bench import Measurement, Stopwatch, benchmark
+from .bench import Measurement, Stopwatch, Timeline, benchmark
 from .devices import by_device, describe, synchronize
 from .launch import init_from_env
 
@@ -403,27 +403,9 @@ def train_ddp(cfg: ChapterConfig, train: Dataset, test: Dataset) -> dict[str, An
 # --------------------------------------------------------------------------- communication timeline
 
 
-class _Clock:
-    """Timestamps of host events (CPU ranks) or of device stream positions (CUDA events on GPU ranks)."""
-
-    def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda"
-
-    def mark(self) -> Any:
-        if self.cuda:
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()  # on the current stream
-            return event
-        return time.perf_counter()
-
-    def seconds(self, start: Any, end: Any) -> float:
-        """Seconds from ``start`` to ``end`` (call after synchronising the device)."""
-        return start.elapsed_time(end) / 1e3 if self.cuda else end - start
-
-
 @dataclass
 class BucketEvent:
-    """One bucket's all-reduce in one backward pass (marks from :class:`_Clock`)."""
+    """One bucket's all-reduce in one backward pass (marks from :class:`Timeline`)."""
 
     index: int
     params: int  # number of parameter tensors in the bucket
@@ -439,7 +421,7 @@ class CommLog:
 
     group: Any
     world: int
-    clock: _Clock
+    clock: Timeline
     names: dict[int, str]
     events: list[BucketEvent] = field(default_factory=list)
 
@@ -481,7 +463,7 @@ def bucket_layout(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], it
     names = {p.data_ptr(): n for n, p in model.named_parameters()}
     options: dict[str, Any] = {} if bucket_cap_mb is None else {"bucket_cap_mb": bucket_cap_mb}
     ddp = DDP(model, device_ids=_device_ids(device), **options)
-    log = CommLog(group=None, world=dist.get_world_size(), clock=_Clock(device), names=names)
+    log = CommLog(group=None, world=dist.get_world_size(), clock=Timeline(device), names=names)
     ddp.register_comm_hook(log, timed_allreduce_hook)
     layouts = []
     for _ in range(iterations):
@@ -506,7 +488,7 @@ def bucket_timeline(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], 
     buckets after the first backward pass, in the order gradients arrived.
     """
     rank, world = dist.get_rank(), dist.get_world_size()
-    clock = _Clock(device)
+    clock = Timeline(device)
     names = {p.data_ptr(): n for n, p in model.named_parameters()}
     ddp = DDP(model, device_ids=_device_ids(device), bucket_cap_mb=bucket_cap_mb)
     log = CommLog(group=None, world=world, clock=clock, names=names)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from dlperf import Measurement, Stopwatch, benchmark, benchmark_interleaved, compare, load_average
+from dlperf import Measurement, Stopwatch, Timeline, benchmark, benchmark_interleaved, compare, load_average
 
 
 class FakeClock:
@@ -165,3 +165,30 @@ def test_interleaved_alternates_and_pools():
 def test_load_average_is_a_number():
     value = load_average()
     assert value != value or value >= 0  # NaN where the OS does not report it
+
+
+def test_timeline_spans_share_one_origin():
+    clock = FakeClock()
+    clock.advance(100.0)  # the origin is the timeline's creation, not the clock's zero
+    tl = Timeline("cpu", timer=clock)
+    clock.advance(1.0)
+    with tl.span("load"):
+        clock.advance(2.0)
+    with tl.span("compute"):
+        clock.advance(0.5)
+    assert tl.spans() == [("load", 1.0, 3.0), ("compute", 3.0, 3.5)]
+    a = tl.mark()
+    clock.advance(4.0)
+    assert tl.seconds(a, tl.mark()) == 4.0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_timeline_stamps_the_device_not_the_launch():
+    tl = Timeline("cuda")
+    with tl.span("sleep"):
+        torch.cuda._sleep(20_000_000)
+    (lane, start, end), = tl.spans()
+    with Stopwatch("cuda") as sw:
+        torch.cuda._sleep(20_000_000)
+    assert lane == "sleep" and end - start == pytest.approx(sw.seconds, rel=0.3)
