@@ -24,6 +24,7 @@ from .bench import (
     benchmark,
     benchmark_interleaved,
     compare,
+    format_bytes,
     format_seconds,
     load_average,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "compare",
     "cpu_threads",
     "default_device",
+    "format_bytes",
     "format_seconds",
     "describe",
     "device_info",

@@ -34,6 +34,7 @@ __all__ = [
     "benchmark",
     "benchmark_interleaved",
     "compare",
+    "format_bytes",
     "format_seconds",
     "load_average",
 ]
@@ -47,6 +48,24 @@ def format_seconds(seconds: float) -> str:
         if abs(seconds) >= scale:
             return f"{seconds / scale:.3g} {unit}"
     return f"{seconds / 1e-9:.3g} ns"
+
+
+def format_bytes(nbytes: float, binary: bool = False) -> str:
+    """Bytes in human units, three significant digits.
+
+    Decimal units by default (kB, MB, GB, TB: 1 GB = 10^9 bytes, as bandwidths
+    and disks are quoted); ``binary=True`` gives KiB, MiB, GiB, TiB (powers of
+    1024, as memory and caches are sized).
+
+    >>> format_bytes(1.6e8), format_bytes(3 * 2**20, binary=True), format_bytes(512)
+    ('160 MB', '3 MiB', '512 B')
+    """
+    base, units = (1024, ("KiB", "MiB", "GiB", "TiB")) if binary else (1000, ("kB", "MB", "GB", "TB"))
+    for power in range(len(units), 0, -1):
+        scale = base**power
+        if abs(nbytes) >= scale:
+            return f"{nbytes / scale:.3g} {units[power - 1]}"
+    return f"{nbytes:.0f} B"
 
 
 def _quantile(sorted_values: Sequence[float], q: float) -> float:
