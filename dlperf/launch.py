@@ -163,6 +163,7 @@ def launch(
     pg_timeout: float = 60.0,
     env: dict[str, str] | None = None,
     verbose: bool = True,
+    start_method: str = "spawn",
 ) -> list[Any]:
     """Run ``target(*args)`` in ``nprocs`` spawned processes joined by a process group.
 
@@ -171,11 +172,20 @@ def launch(
     seconds; ``pg_timeout`` is the process group's own timeout for a collective.
     Returns the workers' return values ordered by rank; raises
     :class:`WorkerError` (with the worker's traceback) or :class:`TimeoutError`.
+
+    ``start_method="fork"`` starts the workers as copies of this process
+    instead of fresh interpreters: much faster when ``torch`` is already
+    imported (no 2-3 s import per worker), CPU and gloo only (CUDA cannot be
+    used in a forked child).  The graders use it from their clean child process.
     """
+    if start_method not in ("spawn", "fork"):
+        raise ValueError(f"start_method must be 'spawn' or 'fork', not {start_method!r}")
     if nprocs < 1:
         raise ValueError(f"nprocs must be at least 1, not {nprocs}")
     module, name = _resolve(target)
-    backend = backend or default_backend(nprocs)
+    backend = backend or ("gloo" if start_method == "fork" else default_backend(nprocs))
+    if start_method == "fork" and backend != "gloo":
+        raise ValueError("forked workers cannot use CUDA: use start_method='spawn' with NCCL")
     if backend == "nccl" and torch.cuda.device_count() < nprocs:
         raise ValueError(f"NCCL needs one GPU per rank: {nprocs} ranks, {torch.cuda.device_count()} GPU(s); use gloo")
     worker_env = {
@@ -192,7 +202,7 @@ def launch(
     if verbose:
         print(f"Launching {nprocs} worker process(es) of {module}:{name} with the {backend} backend")
 
-    ctx = mp.get_context("spawn")
+    ctx = mp.get_context(start_method)
     results = ctx.Queue()
     procs = [
         ctx.Process(target=_worker, args=(r, nprocs, module, name, tuple(args), worker_env, backend, pg_timeout, results),

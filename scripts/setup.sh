@@ -37,7 +37,7 @@ if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
   "${pip[@]}" install "$TORCH_CPU"
 fi
 echo "setup: installing the course package and the book and test tools"
-"${pip[@]}" install -e ".[book,test]"
+"${pip[@]}" install -e ".[book,course,test]"
 # d2l pins numpy 1.23 and matplotlib 3.7, which cannot install beside numpy 2 /
 # Python 3.12: its helpers work on a modern stack, so it comes without its pins.
 "${pip[@]}" install --no-deps "$D2L"

@@ -57,3 +57,8 @@ def book() -> Build:
     build = run_build()
     assert build.returncode == 0, build.output[-8000:]
     return build
+
+
+# tests/submissions/ holds wrong-submission fixtures (solution-cell code, not test modules):
+# they are graded through nbgrader by test_exercises.py, never imported by pytest.
+collect_ignore_glob = ["submissions/*"]

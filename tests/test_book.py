@@ -129,3 +129,42 @@ def test_a_rebuild_takes_every_notebook_from_the_execution_cache(book):
     executable = [doc for doc in toc_files() if "{code-cell}" in (ROOT / f"{doc}.md").read_text()]
     assert "Executing notebook" not in again.output, again.output[-4000:]
     assert again.output.count("Using cached notebook") == len(executable), again.output[-4000:]
+
+
+EXERCISE_CHAPTERS = {"book/multi-gpu": "allreduce", "book/parameter-servers": "ring_allreduce",
+                     "book/mixed-precision": "gradscaler"}
+
+
+def _links(page: Path) -> list[str]:
+    return re.findall(r'href="([^"]+)"', page.read_text())
+
+
+def test_each_exercise_chapter_and_the_exercises_page_offer_the_student_notebook(book):
+    from autograder import course
+
+    for doc, aid in EXERCISE_CHAPTERS.items():
+        for page in (book.html / f"{doc}.html", book.html / "book" / "exercises.html"):
+            targets = [u for u in _links(page) if urlsplit(u).path.endswith(f"/{aid}.ipynb")]
+            assert targets, f"{page.name} does not link to {aid}.ipynb"
+            for url in targets:
+                downloaded = (page.parent / urlsplit(url).path).resolve()
+                assert downloaded.read_bytes() == course.release_notebook(aid).read_bytes(), (
+                    f"{page.name}: {url} is not the student version of {aid}")
+
+
+def test_the_built_book_contains_no_solution_and_no_hidden_test(book):
+    import html
+
+    from autograder import course
+
+    secrets = {aid: course.secret_lines(aid) for aid in course.assignments()}
+    leaks = []
+    for path in sorted(p for p in book.html.rglob("*") if p.is_file()):
+        if path.suffix not in (".html", ".ipynb", ".md", ".txt", ".js", ".json", ".py"):
+            continue
+        text = path.read_text(errors="replace")
+        if path.suffix == ".html":  # highlighted code is split into spans: compare the text
+            text = html.unescape(re.sub(r"<[^>]+>", "", text))
+        for aid, lines in secrets.items():
+            leaks += [f"{path.relative_to(book.html)}: {aid}: {line}" for line in lines if line in text]
+    assert not leaks, "\n".join(leaks[:20])

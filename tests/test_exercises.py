@@ -1,0 +1,107 @@
+"""The graded exercises: student versions generated from the sources, nothing secret in them, working
+self-checks, and hidden tests that give every wrong submission its expected score through nbgrader."""
+
+from __future__ import annotations
+
+import json
+
+import nbformat
+import pytest
+
+from autograder import course
+
+EXERCISES = ["allreduce", "gradscaler", "ring_allreduce"]
+MARKERS = (course.BEGIN_SOLUTION, course.END_SOLUTION, course.BEGIN_HIDDEN, course.END_HIDDEN)
+
+
+def _meta(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def test_the_three_exercises_have_instructor_sources():
+    assert course.assignments() == EXERCISES
+
+
+@pytest.mark.parametrize("aid", EXERCISES)
+def test_exercises_folder_is_exactly_what_nbgrader_generates_from_solutions(aid):
+    problems = course.stale(aid)
+    assert not problems, f"exercises/{aid} is stale ({problems}): run `make exercises`"
+
+
+@pytest.mark.parametrize("aid", EXERCISES)
+def test_student_version_holds_no_solution_no_hidden_test_and_no_output(aid):
+    folder = course.EXERCISES / aid
+    assert sorted(p.name for p in folder.iterdir()) == [f"{aid}.ipynb"]
+    text = (folder / f"{aid}.ipynb").read_text()
+    assert len(course.secret_lines(aid)) >= 10  # the check below has something to find
+    assert course.leaked_lines(aid, text) == []
+    assert not [m for m in MARKERS if m in text]
+    nb = nbformat.reads(text, as_version=4)
+    kinds = {"solution": 0, "check": 0, "test": 0}
+    for cell in nb.cells:
+        meta = _meta(cell)
+        assert not cell.get("outputs"), "a student notebook carries outputs"
+        if meta.get("solution") and cell.cell_type == "code":
+            kinds["solution"] += 1
+            assert "raise NotImplementedError" in cell.source, f"{meta['grade_id']} has no stub"
+        elif meta.get("grade"):
+            kinds["test"] += 1
+            assert meta["grade_id"].startswith(f"{aid}-") and "-test" in meta["grade_id"]
+            code = [line for line in cell.source.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+            assert not code, f"{meta['grade_id']}: a graded cell shows code to the student: {code}"
+        elif meta.get("grade_id", "").endswith("-check"):
+            kinds["check"] += 1
+            assert meta.get("locked"), f"{meta['grade_id']}: self-checks are read-only"
+    assert kinds["solution"] >= 2 and kinds["check"] >= 2 and kinds["test"] >= 3, kinds
+    points = course.graded_cells(aid)
+    assert sum(points.values()) == 10, points
+
+
+def test_the_leak_check_finds_a_solution_line_pasted_into_a_page():
+    line = sorted(course.secret_lines("ring_allreduce"))[0]
+    assert course.leaked_lines("ring_allreduce", f"<p>harmless</p>\n    {line}\n") == [line]
+
+
+def _execute(nb, tmp_path):
+    from nbclient import NotebookClient
+
+    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    return nb
+
+
+def _errors(nb) -> dict[str, bool]:
+    return {_meta(c)["grade_id"]: any(o.get("output_type") == "error" for o in c.get("outputs", []))
+            for c in nb.cells if _meta(c).get("grade_id", "").endswith("-check")}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("aid", EXERCISES)
+def test_self_checks_fail_on_the_stub_and_pass_with_the_solution(aid, tmp_path):
+    stub = _execute(nbformat.read(course.release_notebook(aid), as_version=4), tmp_path)
+    failing = _errors(stub)
+    assert failing and all(failing.values()), f"self-checks that pass on the stub: {failing}"
+    solved = _execute(course.reference_submission(aid), tmp_path)
+    passing = _errors(solved)
+    assert passing and not any(passing.values()), f"self-checks that fail on the solution: {passing}"
+    text = json.dumps([c.get("outputs", []) for c in solved.cells])
+    assert "Self-check" in text  # the table was printed
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+@pytest.mark.parametrize("aid", EXERCISES)
+def test_every_wrong_submission_gets_its_expected_score_through_nbgrader(aid):
+    """The reference solution scores 10/10, the untouched stub 0, each fixture its stated per-cell scores."""
+    fixtures = course.snippets(aid)
+    assert len(fixtures) >= 5, f"tests/submissions/{aid} needs at least five wrong submissions"
+    rows = course.check_submissions(aid)
+    report, wrong = [], []
+    for name, expected, graded in rows:
+        got = graded.scores
+        report.append(f"{name:<32} {graded.total:>4g}/10 in {graded.seconds:5.1f} s "
+                      f"(hidden tests {graded.test_seconds:4.1f} s)")
+        if any(abs(got.get(k, -1.0) - v) > 1e-6 for k, v in expected.items()) or set(got) != set(expected):
+            wrong.append(f"{name}: expected {expected}, got {got}")
+    print(f"\n{aid}, graded by nbgrader autograde:\n" + "\n".join(report))
+    assert not wrong, "\n".join(wrong)
