@@ -262,8 +262,7 @@ def _child(conn: Any, payload: str) -> None:
             namespace: dict[str, Any] = {"__name__": "hidden_check"}
             exec(check_code, namespace)  # noqa: S102 - the instructor's check
             del check_code
-            check = namespace.pop(data["name"])
-            namespace.clear()
+            check = namespace[data["name"]]  # the namespace stays: it is the check's globals
             try:
                 result = check(module, *data["args"])
                 report = {"status": "ok", "result": result}

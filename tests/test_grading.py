@@ -226,3 +226,13 @@ def test_the_harness_times_the_solution_against_all_reduce_in_the_same_job(tmp_p
 def test_fork_workers_refuse_cuda_backends():
     with pytest.raises(ValueError, match="forked workers cannot use CUDA"):
         launch("dist_workers:sum_ranks", 1, backend="nccl", start_method="fork", verbose=False)
+
+
+def _check_uses_keyword_arguments(student):
+    import torch
+    # torch functions with keyword arguments look up __builtins__ in the caller's globals
+    return bool(torch.allclose(torch.full((2,), 1.5), torch.ones(2) * 1.5, rtol=1e-6))
+
+
+def test_a_check_keeps_its_globals_and_builtins():
+    assert isolated(_check_uses_keyword_arguments, source="") is True

@@ -1,0 +1,25 @@
+# why: works on a copy and rebinds the name at the end (tensor = torch.cat(...)): the caller's tensor never changes
+# expect: {"ring_allreduce-sim-test-values": 0, "ring_allreduce-sim-test-steps": 0, "ring_allreduce-sim-test-bytes": 0, "ring_allreduce-p2p-test-values": 0, "ring_allreduce-p2p-test-traffic": 0, "ring_allreduce-p2p-test-time": 0}
+# %% ring_allreduce-p2p
+import torch
+import torch.distributed as dist
+
+
+def ring_allreduce_p2p(tensor):
+    rank, n = dist.get_rank(), dist.get_world_size()
+    chunks = [c.clone() for c in tensor.view(-1).tensor_split(n)]
+    right, left = (rank + 1) % n, (rank - 1) % n
+    for k in range(n - 1):
+        send_c, recv_c = (rank - k) % n, (rank - k - 1) % n
+        incoming = torch.empty_like(chunks[recv_c])
+        requests = [dist.isend(chunks[send_c], right), dist.irecv(incoming, left)]
+        for request in requests:
+            request.wait()
+        chunks[recv_c] = chunks[recv_c] + incoming
+    for k in range(n - 1):
+        send_c, recv_c = (rank + 1 - k) % n, (rank - k) % n
+        requests = [dist.isend(chunks[send_c], right), dist.irecv(chunks[recv_c], left)]
+        for request in requests:
+            request.wait()
+    tensor = torch.cat(chunks)
+    return tensor
