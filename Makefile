@@ -16,6 +16,7 @@ book: setup
 	@$(BIN)/python scripts/build_book.py
 
 test: setup
+	@bash scripts/install_browser.sh
 	@$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 exercises: setup

@@ -134,22 +134,28 @@ def _regions(source: str, begin: str, end: str) -> tuple[list[str], list[str]]:
 def secret_lines(assignment: str, min_length: int = 16) -> set[str]:
     """Distinctive lines of the solutions and hidden tests of ``assignment`` (stripped).
 
-    A line counts when it is at least ``min_length`` characters long and does
-    not also appear outside the secret regions (a line such as ``import torch``
-    that the student version shows anyway is no secret).  A student file, the
-    built book or feedback that contains one of these lines leaks a solution or
-    a hidden test.
+    A line counts when it is at least ``min_length`` characters long and is not
+    public already: not outside the secret regions of the notebook (a line such
+    as ``import torch`` that the student version shows anyway), not in the
+    book's chapters (``split_batch`` is taught in the multi-GPU chapter before
+    the exercise asks for it), not in the ``dlperf`` library.  A student file,
+    the built book or feedback that contains one of these lines leaks a
+    solution or a hidden test.  (What any exercise's student version shows is
+    public for the others too.)
     """
-    nb = nbformat.read(source_notebook(assignment), as_version=4)
     secret: set[str] = set()
     public: set[str] = set()
-    for cell in nb.cells:
-        text = cell.source
-        for begin, end in ((BEGIN_SOLUTION, END_SOLUTION), (BEGIN_HIDDEN, END_HIDDEN)):
-            inside, outside = _regions(text, begin, end)
-            secret.update(line.strip() for line in inside)
-            text = "\n".join(outside)
-        public.update(line.strip() for line in text.splitlines())
+    for aid in assignments():  # what one exercise shows is public for the others too
+        for cell in nbformat.read(source_notebook(aid), as_version=4).cells:
+            text = cell.source
+            for begin, end in ((BEGIN_SOLUTION, END_SOLUTION), (BEGIN_HIDDEN, END_HIDDEN)):
+                inside, outside = _regions(text, begin, end)
+                if aid == assignment:
+                    secret.update(line.strip() for line in inside)
+                text = "\n".join(outside)
+            public.update(line.strip() for line in text.splitlines())
+    for path in [*sorted((REPO / "book").glob("*.md")), *sorted((REPO / "dlperf").glob("*.py"))]:
+        public.update(line.strip() for line in path.read_text().splitlines())
     return {line for line in secret - public if len(line) >= min_length}
 
 

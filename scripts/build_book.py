@@ -23,7 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def build(output: Path | None = None) -> int:
     """Run ``jupyter-book build`` and return its exit status."""
-    cmd = [str(Path(sys.executable).parent / "jupyter-book"), "build", "-W", "-n", "--keep-going"]
+    # --all: Sphinx writes every page again (from the execution cache, nothing re-executes), so
+    # that the navigation of unchanged pages shows pages added since the last build.
+    cmd = [str(Path(sys.executable).parent / "jupyter-book"), "build", "--all", "-W", "-n", "--keep-going"]
     if output is not None:
         cmd += ["--path-output", str(output)]
     cmd.append(str(ROOT))
