@@ -15,8 +15,9 @@ c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
 c.CourseDirectory.source_directory = "../solutions"
 c.CourseDirectory.release_directory = "../exercises"
 
-# Only notebooks are assignment files; nothing else in a source folder is copied.
-c.CourseDirectory.include = ["*.ipynb"]
+# Only notebooks are assignment files.  `include` also filters what `nbgrader collect` copies
+# from the exchange, and release_feedback needs the submission's timestamp and secret.
+c.CourseDirectory.include = ["*.ipynb", "timestamp.txt", "submission_secret.txt"]
 
 # What replaces a solution region in the student version.
 c.ClearSolutions.code_stub = {
@@ -29,3 +30,14 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # ../shared/notes/grading.md).
 c.Execute.timeout = 180
 c.Execute.execute_retries = 2
+
+# Feedback without the hidden tests: nbgrader's ClearHiddenTests removes them from the feedback's
+# source, and a traceback cut to 3 entries (the separator line, "... Traceback truncated ...",
+# the error message) drops the frames that quote hidden-test lines as context.  Students still
+# see each failed check's message.  (max_traceback must be 3: 1 and 2 keep everything, an
+# off-by-one in nbgrader 0.9.)  tests/test_student_path.py checks the feedback for leaks.
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
+from nbgrader.preprocessors import ClearHiddenTests, GetGrades  # noqa: E402
+
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+c.LimitOutput.max_traceback = 3
