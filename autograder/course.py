@@ -172,6 +172,36 @@ SOLUTION = object()  # "use the instructor's solution for this cell"
 
 
 @dataclass
+class Edits:
+    """The instructor's solution with a few lines changed: ``(old, new)`` blocks, each old block unique.
+
+    A fixture that is the solution with one mistake says only the mistake, and
+    stays tied to the solution: when the solution no longer contains an old
+    block, :meth:`apply` fails instead of grading a stale copy.
+    """
+
+    changes: list[tuple[str, str]]
+
+    _HUNK = re.compile(r"^<<<<<<< solution\n(.*?)^=======\n(.*?)^>>>>>>> mistake\n", re.MULTILINE | re.DOTALL)
+
+    @classmethod
+    def parse(cls, body: str, where: str) -> "Edits":
+        changes = [(m.group(1), m.group(2)) for m in cls._HUNK.finditer(body)]
+        if not changes or cls._HUNK.sub("", body).strip():
+            raise ValueError(f"{where}: an edited solution is only '<<<<<<< solution' / '=======' / "
+                             "'>>>>>>> mistake' blocks")
+        return cls(changes)
+
+    def apply(self, solution: str, where: str) -> str:
+        for old, new in self.changes:
+            if solution.count(old) != 1:
+                raise ValueError(f"{where}: the solution holds {solution.count(old)} copies of the block to "
+                                 f"edit, not one:\n{old}")
+            solution = solution.replace(old, new)
+        return solution
+
+
+@dataclass
 class Snippet:
     """A submission written as the code of its solution cells.
 
@@ -183,10 +213,17 @@ class Snippet:
         def allreduce(data):
             ...
         # %% allreduce-train: solution
+        # %% allreduce-split: solution, edited
+        <<<<<<< solution
+            return X.tensor_split(k)
+        =======
+            return X.chunk(k)
+        >>>>>>> mistake
 
     ``# %% <grade id>`` starts the code of the solution cell with that id;
-    ``: solution`` takes the instructor's solution for it; solution cells not
-    named keep the student stub.  ``expect`` gives the score of every graded
+    ``: solution`` takes the instructor's solution for it; ``: solution,
+    edited`` takes it with the blocks that follow replaced (:class:`Edits`);
+    solution cells not named keep the student stub.  ``expect`` gives the score of every graded
     cell.
     """
 
@@ -212,8 +249,11 @@ class Snippet:
                 raise ValueError(f"{path}: cell {grade_id} given twice")
             if mode.strip() == "solution":
                 cells[grade_id] = SOLUTION
+            elif mode.strip() == "solution, edited":
+                cells[grade_id] = Edits.parse(body, f"{path} {grade_id}")
             elif mode.strip():
-                raise ValueError(f"{path}: unknown mode {mode.strip()!r} for {grade_id} (only ': solution')")
+                raise ValueError(f"{path}: unknown mode {mode.strip()!r} for {grade_id} "
+                                 "(': solution' or ': solution, edited')")
             else:
                 cells[grade_id] = body.rstrip("\n") + "\n"
         return cls(path.stem, why.group(1).strip(), {k: float(v) for k, v in json.loads(expect.group(1)).items()},
@@ -248,7 +288,10 @@ def graded_cells(assignment: str) -> dict[str, float]:
 
 
 def build_submission(assignment: str, cells: Mapping[str, Any], release: Path = EXERCISES) -> Any:
-    """The student notebook with the solution cells in ``cells`` replaced (``SOLUTION``: the instructor's)."""
+    """The student notebook with the solution cells in ``cells`` replaced.
+
+    A cell's code is a string, ``SOLUTION`` (the instructor's) or :class:`Edits` of the instructor's.
+    """
     nb = nbformat.read(release_notebook(assignment, release), as_version=4)
     solutions = solution_cells(assignment)
     unknown = set(cells) - set(solutions)
@@ -258,7 +301,12 @@ def build_submission(assignment: str, cells: Mapping[str, Any], release: Path = 
         grade_id = _grade_id(cell)
         if grade_id in cells:
             code = cells[grade_id]
-            cell.source = strip_solution_markers(solutions[grade_id]) if code is SOLUTION else code
+            if code is SOLUTION:
+                cell.source = strip_solution_markers(solutions[grade_id])
+            elif isinstance(code, Edits):
+                cell.source = code.apply(strip_solution_markers(solutions[grade_id]), f"{assignment} {grade_id}")
+            else:
+                cell.source = code
     return nb
 
 

@@ -57,6 +57,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from .kvstore import Traffic as StoreTraffic
+
 __all__ = [
     "CheckFailed",
     "CollectiveUsed",
@@ -368,20 +370,18 @@ _API_COLLECTIVES = (
 
 
 @dataclass
-class Traffic:
-    """What one rank did through point-to-point operations while counted."""
+class Traffic(StoreTraffic):
+    """What one rank did through point-to-point operations while counted.
 
-    bytes_sent: int = 0
-    bytes_received: int = 0
-    messages_sent: int = 0
-    messages_received: int = 0
+    The byte and message counters of :class:`dlperf.kvstore.Traffic`, plus the
+    peers this rank sent to and the collectives it tried to call.
+    """
+
     peers_sent: set[int] = field(default_factory=set)
     collectives: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"bytes_sent": self.bytes_sent, "bytes_received": self.bytes_received,
-                "messages_sent": self.messages_sent, "messages_received": self.messages_received,
-                "peers_sent": sorted(self.peers_sent), "collectives": list(self.collectives)}
+        return {**super().as_dict(), "peers_sent": sorted(self.peers_sent), "collectives": list(self.collectives)}
 
 
 def _nbytes(tensors: Any) -> int:

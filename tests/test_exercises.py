@@ -105,3 +105,12 @@ def test_every_wrong_submission_gets_its_expected_score_through_nbgrader(aid):
             wrong.append(f"{name}: expected {expected}, got {got}")
     print(f"\n{aid}, graded by nbgrader autograde:\n" + "\n".join(report))
     assert not wrong, "\n".join(wrong)
+
+
+def test_an_edited_solution_fixture_fails_loudly_when_the_solution_no_longer_has_its_block():
+    edits = course.Edits.parse("<<<<<<< solution\n    return 2 * x\n=======\n    return 3 * x\n>>>>>>> mistake\n", "t")
+    assert edits.apply("def f(x):\n    return 2 * x\n", "t") == "def f(x):\n    return 3 * x\n"
+    with pytest.raises(ValueError, match="holds 0 copies"):
+        edits.apply("def f(x):\n    return x + x\n", "t")
+    with pytest.raises(ValueError, match="only '<<<<<<< solution'"):
+        course.Edits.parse("stray code\n", "t")

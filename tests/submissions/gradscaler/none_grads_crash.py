@@ -1,25 +1,13 @@
 # why: unscale_grads_ does not skip parameters whose .grad is None (AttributeError on a layer without gradients)
 # expect: {"gradscaler-unscale-test": 0, "gradscaler-scale-test": 1, "gradscaler-step-test": 0, "gradscaler-update-test": 2, "gradscaler-errors-test": 1, "gradscaler-state-test": 1, "gradscaler-e2e-test": 1}
-# %% gradscaler-unscale
-import torch
-
-
-def unscale_grads_(optimizer, inv_scale):
-    """Multiply every gradient of ``optimizer`` in place by ``inv_scale`` (a float); return True if any
-    of them contained an inf or a NaN, else False.
-
-    Every parameter of every param group (``optimizer.param_groups[i]["params"]``); parameters whose
-    ``.grad`` is None are skipped. All gradients are multiplied, also after an inf or NaN was found.
-    A ``float16`` gradient raises ``ValueError`` before any gradient is touched.
-    """
+# %% gradscaler-unscale: solution, edited
+<<<<<<< solution
+    # about 10 lines
+    grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+    if any(g.dtype == torch.float16 for g in grads):
+=======
     # about 10 lines
     grads = [p.grad for group in optimizer.param_groups for p in group["params"]]
     if any(g.dtype == torch.float16 for g in grads):
-        raise ValueError("Attempting to unscale FP16 gradients.")
-    found_inf = False
-    with torch.no_grad():
-        for g in grads:
-            found_inf = found_inf or not bool(torch.isfinite(g).all())  # looked at before multiplying
-            g.mul_(inv_scale)
-    return found_inf
+>>>>>>> mistake
 # %% gradscaler-scaler: solution
