@@ -68,12 +68,16 @@ def _config(root: Path, *, db_url: str | None = None, release: Path | None = Non
     return config
 
 
-def _api(root: Path, **kwargs: Any) -> Any:
-    # nbgrader runs the `alembic` command (its gradebook migrations) from PATH: make it
-    # this environment's, also when the venv is not activated.
+def alembic_on_path() -> None:
+    """nbgrader runs the `alembic` command (its gradebook migrations) from PATH: make it this
+    environment's, also when the venv is not activated."""
     bindir = str(Path(sys.executable).parent)
     if bindir not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+
+
+def _api(root: Path, **kwargs: Any) -> Any:
+    alembic_on_path()
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
 
@@ -131,8 +135,11 @@ def _regions(source: str, begin: str, end: str) -> tuple[list[str], list[str]]:
     return inside, outside
 
 
-def secret_lines(assignment: str, min_length: int = 16) -> set[str]:
+def secret_lines(assignment: str, min_length: int = 16, solutions: bool = True) -> set[str]:
     """Distinctive lines of the solutions and hidden tests of ``assignment`` (stripped).
+
+    ``solutions=False``: the hidden tests' lines only (what feedback must never show; a
+    student's own code, which may well be the solution, is theirs to see).
 
     A line counts when it is at least ``min_length`` characters long and is not
     public already: not outside the secret regions of the notebook (a line such
@@ -150,7 +157,7 @@ def secret_lines(assignment: str, min_length: int = 16) -> set[str]:
             text = cell.source
             for begin, end in ((BEGIN_SOLUTION, END_SOLUTION), (BEGIN_HIDDEN, END_HIDDEN)):
                 inside, outside = _regions(text, begin, end)
-                if aid == assignment:
+                if aid == assignment and (solutions or begin == BEGIN_HIDDEN):
                     secret.update(line.strip() for line in inside)
                 text = "\n".join(outside)
             public.update(line.strip() for line in text.splitlines())

@@ -218,6 +218,18 @@ def load_solution(path: str, name: str = SOLUTION_MODULE) -> types.ModuleType:
 # ---------------------------------------------------------------------------------------------
 
 _context: Any = None
+_deadline: float | None = None
+
+
+def set_deadline(seconds: float | None) -> None:
+    """Give every later :func:`isolated` call at most what is left of ``seconds`` from now.
+
+    The autograder's check run sets its submission's time budget here, so that a
+    solution that hangs every check costs the budget once, not each check's own
+    timeout.  ``None`` removes the cap.
+    """
+    global _deadline
+    _deadline = None if seconds is None else time.monotonic() + seconds
 
 
 def _get_context() -> Any:
@@ -304,6 +316,8 @@ def isolated(check: Callable[..., Any], *solution: Any, args: Sequence[Any] = ()
     the traceback; after ``timeout`` seconds the process and everything it
     started are killed and :class:`CheckFailed` says so.
     """
+    if _deadline is not None:
+        timeout = max(0.5, min(timeout, _deadline - time.monotonic()))
     code = source if source is not None else solution_source(*solution)
     payload = json.dumps({"solution": code, "check": textwrap.dedent(inspect.getsource(check)),
                           "name": check.__name__, "args": list(args)})

@@ -1,0 +1,270 @@
+"""``autograder``: collect, grade, feedback, export, status, report -- the instructor's command.
+
+Run ``autograder --help`` (or ``python -m autograder --help``).  Every command
+works on nbgrader's course root (``course/`` by default, ``--course`` to change)
+and its gradebook (``--db-url``, default the course's ``gradebook.db``), so
+nbgrader's own tools (formgrader, ``nbgrader export``) see the same grades.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+from typing import Any
+
+from . import course
+
+GIB = 2**30
+
+
+def _db_url(args: argparse.Namespace) -> str:
+    return args.db_url or f"sqlite:///{Path(args.course).resolve() / 'gradebook.db'}"
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from .runner import Settings
+
+    course_root = Path(args.course).resolve()
+    hide = [str(course_root)]
+    if args.db_url and args.db_url.startswith("sqlite:///"):
+        hide.append(str(Path(args.db_url.removeprefix("sqlite:///")).resolve().parent))
+    return Settings(cell_timeout=args.cell_timeout, submission_timeout=args.timeout,
+                    memory_bytes=int(args.memory * GIB), processes=args.processes,
+                    sandbox=not args.no_sandbox, cpu=args.cpu, hide=tuple(hide))
+
+
+def _choice(args: argparse.Namespace) -> Any:
+    from .engine import ClusterChoice
+
+    if args.scheduler:
+        return ClusterChoice(kind="address", address=args.scheduler)
+    if args.slurm:
+        from .slurm import slurm_options
+
+        return ClusterChoice(kind="slurm", workers=args.workers, slurm=slurm_options(args))
+    return ClusterChoice(workers=args.workers, cpu_workers=args.cpu_workers)
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    from .collect import collect_exchange, collect_files
+
+    root = Path(args.course).resolve()
+    if args.source:
+        report = collect_files(root, args.assignment, Path(args.source), pattern=args.pattern)
+    else:
+        report = collect_exchange(root, args.assignment)
+    print(report.summary())
+    return 0
+
+
+def cmd_grade(args: argparse.Namespace) -> int:
+    from . import report
+    from .engine import grade_class
+    from .sandbox import SandboxUnavailable, check_available
+
+    if not args.no_sandbox:
+        try:
+            check_available()
+        except SandboxUnavailable as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    root = Path(args.course).resolve()
+    run = grade_class(args.assignment, course_root=root, db_url=_db_url(args), students=args.students,
+                      force=args.force, settings=_settings(args), choice=_choice(args), retries=args.retries)
+    if run.records:
+        from .gradebook import Writer
+
+        with Writer(_db_url(args), root) as writer:
+            records = writer.records(args.assignment)
+        print()
+        print(report.summary_text(records, wall_seconds=run.wall_seconds if run.workers else None,
+                                  workers=run.workers or None))
+        html = Path(args.report) if args.report else root / "reports" / f"{args.assignment}.html"
+        html.parent.mkdir(parents=True, exist_ok=True)
+        report.write_html(records, html, title=f"Grading report: {args.assignment}",
+                          wall_seconds=run.wall_seconds if run.workers else None, workers=run.workers or None)
+        print(f"\nreport: {html}")
+    return 0
+
+
+def cmd_feedback(args: argparse.Namespace) -> int:
+    from .feedback import generate_feedback
+
+    paths = generate_feedback(args.assignment, Path(args.course).resolve(), _db_url(args), args.students)
+    for path in paths:
+        print(path)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    rows = export_rows(Path(args.course).resolve(), _db_url(args))
+    out = open(args.to, "w", newline="") if args.to != "-" else sys.stdout  # noqa: SIM115
+    try:
+        writer = csv.DictWriter(out, fieldnames=EXPORT_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    finally:
+        if out is not sys.stdout:
+            out.close()
+            print(f"{len(rows)} rows written to {args.to}")
+    return 0
+
+
+EXPORT_COLUMNS = ["assignment", "student_id", "timestamp", "score", "max_score", "outcome", "reason", "device",
+                  "cpu_only", "graded_at"]
+
+
+def export_rows(course_root: Path, db_url: str) -> list[dict[str, Any]]:
+    """One row per (assignment, student): nbgrader's score (manual grades included) and our record."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from .gradebook import Writer
+
+    with Writer(db_url, course_root) as writer:
+        records = {(r["assignment"], r["student"]): r for r in writer.records()}
+    rows = []
+    with Gradebook(db_url) as gb:
+        for assignment in gb.assignments:
+            for student in gb.students:
+                record = records.get((assignment.name, student.id))
+                try:
+                    sub = gb.find_submission(assignment.name, student.id)
+                    score, timestamp = sub.score, sub.timestamp
+                except MissingEntry:
+                    score, timestamp = (None, None)
+                if record is None and score is None:
+                    continue
+                rows.append({"assignment": assignment.name, "student_id": student.id,
+                             "timestamp": timestamp.isoformat() if timestamp else "",
+                             "score": "" if score is None else f"{score:g}", "max_score": f"{assignment.max_score:g}",
+                             "outcome": record["outcome"] if record else "graded by nbgrader",
+                             "reason": record["reason"] if record else "", "device": record["device"] if record else "",
+                             "cpu_only": record["cpu_only"] if record else "",
+                             "graded_at": record["graded_at"] if record else ""})
+    return rows
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from .engine import digest, find_submissions
+    from .gradebook import Writer
+
+    root = Path(args.course).resolve()
+    names = [args.assignment] if args.assignment else course.assignments()
+    with Writer(_db_url(args), root) as writer:
+        for name in names:
+            subs = find_submissions(root, name)
+            records = {r["student"]: r for r in writer.records(name)}
+            counts: dict[str, int] = {}
+            left = []
+            for sub in subs:
+                record = records.get(sub.student)
+                if record is None or record["digest"] != digest(sub.path.read_bytes()) \
+                        or record["outcome"] == "infrastructure failure":
+                    left.append(sub.student)
+                else:
+                    counts[record["outcome"]] = counts.get(record["outcome"], 0) + 1
+            detail = ", ".join(f"{n} {o}" for o, n in sorted(counts.items()))
+            print(f"{name}: {len(subs)} collected, {len(subs) - len(left)} recorded"
+                  f"{' (' + detail + ')' if detail else ''}, {len(left)} left to grade"
+                  f"{': ' + ', '.join(left[:20]) + (' ...' if len(left) > 20 else '') if left else ''}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from . import report
+    from .gradebook import Writer
+
+    root = Path(args.course).resolve()
+    with Writer(_db_url(args), root) as writer:
+        records = writer.records(args.assignment)
+    print(report.summary_text(records))
+    html = Path(args.html) if args.html else root / "reports" / f"{args.assignment or 'all'}.html"
+    html.parent.mkdir(parents=True, exist_ok=True)
+    report.write_html(records, html, title=f"Grading report: {args.assignment or 'all assignments'}")
+    print(f"\nreport: {html}")
+    return 0
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    from .sample import grade_sample
+
+    return grade_sample(args)
+
+
+def add_grading_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("where and how to run")
+    g.add_argument("--workers", type=int, help="local workers (default: one per GPU; without GPUs, cores / 2)")
+    g.add_argument("--cpu", action="store_true",
+                   help="grade exercises that want a GPU on CPU (for self-checks and CI; marked in every record)")
+    g.add_argument("--cpu-workers", action="store_true", help="CPU workers even on a machine with GPUs")
+    g.add_argument("--no-sandbox", action="store_true",
+                   help="run student code WITHOUT bubblewrap (only if you trust every submission)")
+    g.add_argument("--scheduler", metavar="ADDRESS", help="grade on an existing Dask cluster (tcp://host:8786)")
+    g.add_argument("--slurm", action="store_true", help="start the Dask workers as Slurm jobs (see --partition ...)")
+    g.add_argument("--partition", help="Slurm partition"), g.add_argument("--account", help="Slurm account")
+    g.add_argument("--walltime", default="01:00:00", help="Slurm walltime of each worker job (default 01:00:00)")
+    g.add_argument("--gres", default="gpu:1", help="Slurm GRES per worker (default gpu:1; '' for CPU workers)")
+    g.add_argument("--job-memory", default="16GB", help="Slurm memory per worker job (default 16GB)")
+    g.add_argument("--cell-timeout", type=float, default=120.0, help="seconds per cell of the student's notebook (120)")
+    g.add_argument("--timeout", type=float, default=600.0, help="seconds per submission, everything included (600)")
+    g.add_argument("--memory", type=float, default=6.0, help="GiB of memory for each sandbox (6)")
+    g.add_argument("--processes", type=int, default=512, help="processes allowed in each sandbox (512)")
+    g.add_argument("--retries", type=int, default=1, help="re-runs of an infrastructure failure (1)")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="autograder", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--course", default=str(course.COURSE), help="nbgrader course root (default: course/)")
+    p.add_argument("--db-url", help="the gradebook (default: sqlite:///<course>/gradebook.db)")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    c = sub.add_parser("collect", help="collect submissions from nbgrader's exchange, or from an LMS folder/zip")
+    c.add_argument("assignment")
+    c.add_argument("--from", dest="source", metavar="PATH", help="a folder or .zip of notebooks (LMS export)")
+    c.add_argument("--pattern", help="canvas, moodle, plain, or a regex with a (?P<student>...) group")
+    c.set_defaults(func=cmd_collect)
+
+    g = sub.add_parser("grade", help="grade the collected submissions (what is left, or --force for all)")
+    g.add_argument("assignment")
+    g.add_argument("students", nargs="*", help="only these students")
+    g.add_argument("--force", action="store_true", help="grade again what is already recorded")
+    g.add_argument("--report", metavar="FILE", help="HTML report (default: <course>/reports/<assignment>.html)")
+    add_grading_options(g)
+    g.set_defaults(func=cmd_grade)
+
+    f = sub.add_parser("feedback", help="feedback HTML for students, without hidden tests")
+    f.add_argument("assignment")
+    f.add_argument("students", nargs="*")
+    f.set_defaults(func=cmd_feedback)
+
+    e = sub.add_parser("export", help="grades as CSV (nbgrader's scores, manual grades included, and outcomes)")
+    e.add_argument("--to", default="grades.csv", help="file, or - for stdout (default grades.csv)")
+    e.set_defaults(func=cmd_export)
+
+    s = sub.add_parser("status", help="collected, recorded and left to grade, per assignment")
+    s.add_argument("assignment", nargs="?")
+    s.set_defaults(func=cmd_status)
+
+    r = sub.add_parser("report", help="summary and HTML report of the recorded grades")
+    r.add_argument("assignment", nargs="?")
+    r.add_argument("--html", metavar="FILE")
+    r.set_defaults(func=cmd_report)
+
+    m = sub.add_parser("sample", help="build the sample class (honest and adversarial submissions) and grade it")
+    m.add_argument("--assignment", default="gradscaler")
+    m.add_argument("--out", default=str(course.REPO / "_build" / "sample-class"), help="its course root")
+    add_grading_options(m)
+    m.set_defaults(func=cmd_sample)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (RuntimeError, ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,348 @@
+"""Grading a class: submissions out to Dask workers, results back to the single gradebook writer.
+
+The engine is Dask's (``distributed``): by default an embedded cluster on this
+machine with **one worker per GPU**, each worker's ``CUDA_VISIBLE_DEVICES``
+pinned to its GPU (so the student's kernel and every check it starts see only
+that GPU), or CPU workers when there is no GPU or when asked.  Any other Dask
+cluster can stand behind it (``cluster=`` an existing scheduler's address);
+the code path is the same: jobs travel through Dask, graded notebooks and
+records come back, and only this process writes the gradebook, in completion
+order, one transaction per submission (:class:`autograder.gradebook.Writer`).
+
+A submission already recorded (same file, same SHA-256) is not graded again
+unless ``force``; a worker lost mid-submission makes Dask run it again
+elsewhere (the result is recorded once); infrastructure failures are retried
+``retries`` times on other workers and then recorded as such, never as scores.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from . import course
+from .gradebook import Writer
+from .runner import Job, Result, Settings
+
+# ---------------------------------------------------------------------------------------------
+# Which assignments want a GPU
+# ---------------------------------------------------------------------------------------------
+
+
+def requires_gpu(assignment: str) -> bool:
+    """Whether the exercise's hidden tests want a GPU (``metadata.dlperf.requires_gpu`` of the instructor notebook)."""
+    nb = nbformat.read(course.source_notebook(assignment), as_version=4)
+    return bool(nb.metadata.get("dlperf", {}).get("requires_gpu", False))
+
+
+def local_gpus() -> list[str]:
+    """The GPUs of this machine as CUDA indices, without importing torch (``nvidia-smi -L``, else /proc)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [d for d in visible.split(",") if d.strip() and d.strip() != "-1"]
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20).stdout
+            return [str(i) for i, line in enumerate(l for l in out.splitlines() if l.startswith("GPU "))]
+        except (OSError, subprocess.SubprocessError):
+            pass
+    proc = Path("/proc/driver/nvidia/gpus")
+    return [str(i) for i in range(len(list(proc.iterdir())))] if proc.is_dir() else []
+
+
+# ---------------------------------------------------------------------------------------------
+# The cluster
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ClusterChoice:
+    """Where the workers come from.  ``kind``: ``local`` (default), ``address`` or ``slurm``."""
+
+    kind: str = "local"
+    workers: int | None = None           # local: number of workers (default: one per GPU, else cores // 2)
+    cpu_workers: bool = False            # local: CPU workers even when there are GPUs
+    address: str | None = None           # an existing scheduler, e.g. tcp://10.0.0.5:8786
+    slurm: dict[str, Any] = field(default_factory=dict)   # dask-jobqueue SLURMCluster options
+
+    def describe(self) -> str:
+        if self.kind == "address":
+            return f"Dask scheduler at {self.address}"
+        if self.kind == "slurm":
+            return f"Dask workers as Slurm jobs ({', '.join(f'{k}={v}' for k, v in self.slurm.items())})"
+        return "local Dask cluster"
+
+
+def _local_cluster(choice: ClusterChoice) -> tuple[Any, str]:
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    gpus = [] if choice.cpu_workers else local_gpus()
+    workers: dict[str, Any] = {}
+    if gpus:
+        chosen = gpus[: choice.workers] if choice.workers else gpus
+        for i, gpu in enumerate(chosen):
+            workers[f"gpu{gpu}"] = {"cls": Nanny, "options": {
+                "nthreads": 1, "memory_limit": 0, "resources": {"GPU": 1}, "silence_logs": logging.WARNING,
+                "env": {"CUDA_VISIBLE_DEVICES": gpu}, "name": f"gpu{gpu}"}}
+        what = f"{len(chosen)} GPU worker(s) ({', '.join('cuda ' + g for g in chosen)})"
+    else:
+        n = choice.workers or max(1, (os.cpu_count() or 2) // 2)
+        for i in range(n):
+            workers[f"cpu{i}"] = {"cls": Nanny, "options": {
+                "nthreads": 1, "memory_limit": 0, "env": {"CUDA_VISIBLE_DEVICES": ""}, "name": f"cpu{i}",
+                "silence_logs": logging.WARNING}}
+        what = f"{n} CPU worker(s)"
+    cluster = SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {"dashboard_address": None}},
+                          silence_logs=40)
+    return cluster, what
+
+
+@contextlib.contextmanager
+def connect(choice: ClusterChoice) -> Iterator[tuple[Any, str]]:
+    """A Dask client for ``choice`` and a sentence saying what it is; everything closed afterwards."""
+    from distributed import Client
+
+    if choice.kind == "address":
+        client = Client(choice.address, timeout="30s")
+        try:
+            n = len(client.scheduler_info()["workers"])
+            yield client, f"{n} worker(s) of the Dask scheduler at {choice.address}"
+        finally:
+            client.close()
+        return
+    if choice.kind == "slurm":
+        from .slurm import slurm_cluster
+
+        cluster, what = slurm_cluster(choice)
+    else:
+        cluster, what = _local_cluster(choice)
+    client = Client(cluster)
+    try:
+        yield client, what
+    finally:
+        client.close()
+        cluster.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Jobs
+# ---------------------------------------------------------------------------------------------
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _other_ids(assignment: str) -> dict[str, list[str]]:
+    others = {}
+    for other in course.assignments():
+        if other != assignment:
+            nb = nbformat.read(course.source_notebook(other), as_version=4)
+            others[other] = sorted({c.metadata.nbgrader.grade_id for c in nb.cells
+                                    if c.metadata.get("nbgrader", {}).get("grade_id")})
+    return others
+
+
+@dataclass
+class Submission:
+    student: str
+    path: Path
+    timestamp: dt.datetime | None
+
+
+def find_submissions(course_root: Path, assignment: str) -> list[Submission]:
+    """``submitted/<student>/<assignment>/<assignment>.ipynb`` for every student, with its timestamp."""
+    from .collect import read_timestamp
+
+    found = []
+    for folder in sorted((course_root / "submitted").glob(f"*/{assignment}")):
+        path = folder / f"{assignment}.ipynb"
+        if path.is_file():
+            try:
+                stamp = read_timestamp(folder)
+            except ValueError:
+                stamp = None   # a garbled timestamp.txt: graded, without a submission time
+            found.append(Submission(folder.parent.name, path, stamp))
+    return found
+
+
+def make_jobs(assignment: str, submissions: Sequence[Submission], settings: Settings) -> list[Job]:
+    source = course.source_notebook(assignment).read_text()
+    release = course.release_notebook(assignment).read_text()
+    gpu = requires_gpu(assignment)
+    others = _other_ids(assignment)
+    jobs = []
+    for sub in submissions:
+        data = sub.path.read_bytes()
+        jobs.append(Job(assignment, sub.student, data, source, release, digest(data), gpu, others, settings))
+    return jobs
+
+
+def _run_on_worker(job: Job, submitted_at: float) -> Result:
+    """The task Dask runs (module level, so that workers can import it)."""
+    from distributed import get_worker
+
+    from .runner import grade
+
+    try:
+        name = str(get_worker().name)
+    except ValueError:
+        name = socket.gethostname()
+    return grade(job, worker=name, queued=max(0.0, time.time() - submitted_at), prewarm=True)
+
+
+def _release_spares() -> None:
+    from .runner import release_spares
+
+    release_spares()
+
+
+# ---------------------------------------------------------------------------------------------
+# The coordinator
+# ---------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def single_grader(course_root: Path) -> Iterator[None]:
+    """One grader per course root at a time (a second one would be a second writer)."""
+    course_root.mkdir(parents=True, exist_ok=True)
+    with open(course_root / ".autograder.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RuntimeError(f"another autograder is grading in {course_root} (lock .autograder.lock)") from None
+        yield
+
+
+@dataclass
+class ClassRun:
+    """What :func:`grade_class` did."""
+
+    records: list[dict[str, Any]]
+    skipped: list[str]
+    wall_seconds: float
+    workers: int
+    cluster: str
+
+
+def grade_class(assignment: str, *, course_root: Path, db_url: str, students: Sequence[str] | None = None,
+                force: bool = False, settings: Settings = Settings(), choice: ClusterChoice = ClusterChoice(),
+                retries: int = 1, progress: Callable[[str], None] | None = print) -> ClassRun:
+    """Grade the collected submissions of ``assignment`` (all, or ``students``) into the gradebook."""
+    from distributed import as_completed
+
+    say = progress or (lambda _: None)
+    start = time.monotonic()
+    with single_grader(course_root), Writer(db_url, course_root) as writer:
+        ensure_assignment(assignment, course_root, db_url)
+        subs = find_submissions(course_root, assignment)
+        if students:
+            wanted = set(students)
+            missing = wanted - {s.student for s in subs}
+            if missing:
+                raise ValueError(f"no collected {assignment} submission for: {', '.join(sorted(missing))}")
+            subs = [s for s in subs if s.student in wanted]
+        jobs = make_jobs(assignment, subs, settings)
+        done = {} if force else writer.done(assignment)
+        skipped = [j.student for j in jobs if done.get(j.student) == j.digest]
+        todo = [j for j in jobs if done.get(j.student) != j.digest]
+        stamps = {s.student: s.timestamp for s in subs}
+        records: list[dict[str, Any]] = []
+        if skipped:
+            say(f"{assignment}: {len(skipped)} submission(s) already graded, not graded again "
+                "(--force to regrade)")
+        if not todo:
+            say(f"{assignment}: nothing left to grade")
+            return ClassRun(writer.records(assignment), skipped, time.monotonic() - start, 0, "")
+        with connect(choice) as (client, what):
+            workers = len(client.scheduler_info()["workers"]) or 1
+            say(f"{assignment}: grading {len(todo)} submission(s) on {what}"
+                f"{' (CPU grading of a GPU exercise: marked in the records)' if settings.cpu and todo[0].requires_gpu else ''}")
+            resources = {"GPU": 1} if choice.kind == "local" and not choice.cpu_workers and local_gpus() else None
+            attempts = {j.student: 1 for j in todo}
+            by_key = {}
+            futures = []
+            for job in todo:
+                future = client.submit(_run_on_worker, job, time.time(), pure=False, resources=resources,
+                                       key=f"grade-{assignment}-{job.student}-{job.digest[:12]}-1")
+                by_key[future.key] = job
+                futures.append(future)
+            pending = as_completed(futures, with_results=True, raise_errors=False)
+            finished = 0
+            for future, result in pending:
+                job = by_key[future.key]
+                if not isinstance(result, Result):
+                    error = future.exception() if future.status == "error" else result
+                    result = Result(job.assignment, job.student, job.digest, "infrastructure failure",
+                                    f"the worker failed: {type(error).__name__}: {error}", None,
+                                    "", "", "", "", False, {"total": 0.0})
+                if result.outcome == "infrastructure failure" and attempts[job.student] <= retries \
+                        and "needs a GPU" not in result.reason:
+                    attempts[job.student] += 1
+                    retry = client.submit(_run_on_worker, job, time.time(), pure=False, resources=resources,
+                                          key=f"grade-{assignment}-{job.student}-{job.digest[:12]}-"
+                                              f"{attempts[job.student]}")
+                    by_key[retry.key] = job
+                    pending.add(retry)
+                    say(f"  {job.student}: infrastructure failure ({result.reason[:120]}), running it again")
+                    continue
+                record = writer.record(result, timestamp=stamps.get(job.student), attempts=attempts[job.student])
+                records.append(record)
+                finished += 1
+                score = f"{record['score']:g}/{record['max_score']:g}" if record["score"] is not None else "-"
+                elapsed = time.monotonic() - start
+                eta = elapsed / finished * (len(todo) - finished)
+                say(f"  [{finished:>{len(str(len(todo)))}}/{len(todo)}] {job.student}: {score} {result.outcome}"
+                    f"{' (' + result.reason[:100] + ')' if result.reason else ''} in {result.seconds['total']:.1f} s"
+                    f" on {result.worker or '?'}; {elapsed:.0f} s elapsed, ~{eta:.0f} s left")
+            with contextlib.suppress(Exception):
+                client.run(_release_spares)
+        return ClassRun(records, skipped, time.monotonic() - start, workers, what)
+
+
+def ensure_assignment(assignment: str, course_root: Path, db_url: str) -> None:
+    """Put the assignment (its notebooks and graded cells) into the gradebook if it is not there yet."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    course.alembic_on_path()
+    with Gradebook(db_url) as gb:
+        try:
+            gb.find_assignment(assignment)
+            return
+        except MissingEntry:
+            pass
+    scratch = course_root / ".release-scratch"
+    try:
+        api = course._api(course_root, db_url=db_url, release=scratch)
+        course._ok(api.generate_assignment(assignment, force=True, create=True),
+                   f"generate_assignment {assignment}")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def settings_with(settings: Settings, **changes: Any) -> Settings:
+    return replace(settings, **{k: v for k, v in changes.items() if v is not None})
+
+
+def dump_records(records: Sequence[dict[str, Any]]) -> str:
+    return json.dumps(records, indent=1, default=str)
+
+
+__all__ = ["ClassRun", "ClusterChoice", "connect", "ensure_assignment", "find_submissions", "grade_class",
+           "local_gpus", "make_jobs", "requires_gpu", "settings_with"]

@@ -1,0 +1,57 @@
+"""Feedback for students: nbgrader's HTML, with nothing of the hidden tests in it.
+
+nbgrader's ``generate_feedback`` renders the graded notebooks with the course's
+feedback preprocessors (``course/nbgrader_config.py``: hidden test source
+removed, tracebacks cut).  The check run already reports a test cell's error in
+one line, without frames.  What remains possible is a solution that *prints*
+hidden-test text into an error message (student code runs beside the check in
+its child process and can read it).  So every feedback file is finally scanned
+for the assignment's hidden-test lines (:func:`autograder.course.secret_lines`
+with ``solutions=False``: each distinctive hidden-test line that is shown
+nowhere public) that are not in the student's own submission, and each one
+found is replaced; the command says when it did.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from pathlib import Path
+
+from . import course
+
+REDACTED = "[hidden test line removed]"
+
+
+def redact(text: str, secrets: set[str]) -> tuple[str, int]:
+    """``text`` with every secret line (raw or HTML-escaped) replaced; and how many were replaced."""
+    count = 0
+    for line in sorted(secrets, key=len, reverse=True):
+        for form in {line, html.escape(line, quote=False), html.escape(line)}:
+            if form in text:
+                count += text.count(form)
+                text = text.replace(form, REDACTED)
+    return text, count
+
+
+def generate_feedback(assignment: str, course_root: Path, db_url: str,
+                      students: Sequence[str] | None = None) -> list[Path]:
+    """Write ``feedback/<student>/<assignment>/<assignment>.html`` for graded students; the paths."""
+    api = course._api(course_root, db_url=db_url)
+    targets = list(students) if students else sorted(
+        p.parent.name for p in (course_root / "autograded").glob(f"*/{assignment}") if p.is_dir()
+        for p in [p])
+    hidden = course.secret_lines(assignment, solutions=False)
+    paths = []
+    for student in targets:
+        submitted = course_root / "submitted" / student / assignment / f"{assignment}.ipynb"
+        own = submitted.read_text(errors="replace") if submitted.is_file() else ""
+        secrets = {line for line in hidden if line not in own}
+        course._ok(api.generate_feedback(assignment, student, force=True), f"generate_feedback {student}")
+        for path in sorted((course_root / "feedback" / student / assignment).glob("*.html")):
+            text, count = redact(path.read_text(), secrets)
+            if count:
+                path.write_text(text)
+                print(f"  {student}: removed {count} hidden-test line(s) that the submission printed")
+            paths.append(path)
+    return paths

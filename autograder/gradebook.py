@@ -1,0 +1,200 @@
+"""The single writer of the gradebook: nbgrader's tables for the grades, one table of our own for the runs.
+
+Workers never open the database: they return graded notebooks (see
+:mod:`autograder.runner`), and the coordinator calls :meth:`Writer.record` for
+each, one after the other.  Each call is **one transaction**: the submission,
+its grades and comments (scored by nbgrader's own ``determine_grade``, exactly
+as ``nbgrader autograde`` scores them) and the run's record are committed
+together or not at all, and the graded notebook is written (atomically, by
+rename) to ``autograded/`` before the commit.  So a grader killed at any
+moment leaves either the whole submission or nothing, and a second run grades
+exactly the submissions that have no record yet.
+
+nbgrader's ``Gradebook`` methods commit on their own; inside :meth:`Writer._transaction`
+their commits are turned into flushes, so that everything lands in a single
+commit at the end (SQLite and PostgreSQL alike).
+
+The runs table ``autograder_runs`` keeps every attempt's record: outcome,
+reason, scores per graded cell, host, device, worker, sandbox, durations,
+attempts, whether it was graded on CPU where the exercise wants a GPU.  The
+latest record of a (assignment, student) is the current one; a submission
+(identified by the SHA-256 of its file) whose latest record is not an
+infrastructure failure is done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import sqlalchemy as sa
+
+from .runner import Result
+
+metadata = sa.MetaData()
+RUNS = sa.Table(
+    "autograder_runs", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("assignment", sa.String(128), nullable=False, index=True),
+    sa.Column("student", sa.String(128), nullable=False, index=True),
+    sa.Column("digest", sa.String(64), nullable=False),
+    sa.Column("outcome", sa.String(32), nullable=False),
+    sa.Column("reason", sa.Text, nullable=False, default=""),
+    sa.Column("score", sa.Float, nullable=True),
+    sa.Column("max_score", sa.Float, nullable=False, default=0.0),
+    sa.Column("cells", sa.Text, nullable=False, default="{}"),
+    sa.Column("host", sa.String(256), nullable=False, default=""),
+    sa.Column("device", sa.String(256), nullable=False, default=""),
+    sa.Column("worker", sa.String(256), nullable=False, default=""),
+    sa.Column("sandbox", sa.String(512), nullable=False, default=""),
+    sa.Column("seconds", sa.Text, nullable=False, default="{}"),
+    sa.Column("attempts", sa.Integer, nullable=False, default=1),
+    sa.Column("cpu_only", sa.Boolean, nullable=False, default=False),
+    sa.Column("graded_at", sa.String(40), nullable=False),
+)
+
+FINAL = ("graded", "timed out", "crashed", "tampered", "invalid")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+class Writer:
+    """The coordinator's connection to the gradebook (nbgrader's ``db_url``)."""
+
+    def __init__(self, db_url: str, course_root: Path):
+        from nbgrader.api import Gradebook
+
+        from .course import alembic_on_path
+
+        alembic_on_path()
+        self.course_root = Path(course_root)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.gb = Gradebook(db_url)          # creates or migrates nbgrader's schema
+        metadata.create_all(self.gb.engine, checkfirst=True)
+
+    def close(self) -> None:
+        self.gb.close()
+
+    def __enter__(self) -> Writer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        session = self.gb.db
+        session.commit = session.flush          # nbgrader's own commits become flushes ...
+        try:
+            yield
+        except BaseException:
+            del session.commit
+            session.rollback()
+            raise
+        del session.commit
+        session.commit()                        # ... and everything is committed once, here
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def records(self, assignment: str | None = None) -> list[dict[str, Any]]:
+        """The latest record of every (assignment, student), as dicts (see :mod:`autograder.report`)."""
+        query = sa.select(RUNS).order_by(RUNS.c.id)
+        if assignment is not None:
+            query = query.where(RUNS.c.assignment == assignment)
+        latest: dict[tuple[str, str], dict[str, Any]] = {}
+        counts: dict[tuple[str, str, str], int] = {}
+        with self.gb.engine.connect() as conn:
+            for row in conn.execute(query).mappings():
+                record = dict(row)
+                record["cells"] = json.loads(record["cells"])
+                record["seconds"] = json.loads(record["seconds"])
+                latest[(record["assignment"], record["student"])] = record
+                key = (record["assignment"], record["student"], record["digest"])
+                counts[key] = counts.get(key, 0) + 1
+        return sorted(latest.values(), key=lambda r: (r["assignment"], r["student"]))
+
+    def history(self, assignment: str, student: str) -> list[dict[str, Any]]:
+        with self.gb.engine.connect() as conn:
+            rows = conn.execute(sa.select(RUNS).where(RUNS.c.assignment == assignment,
+                                                      RUNS.c.student == student).order_by(RUNS.c.id)).mappings()
+            return [dict(r) for r in rows]
+
+    def done(self, assignment: str) -> dict[str, str]:
+        """``{student: digest}`` of the submissions whose latest record is final (not to be graded again)."""
+        return {r["student"]: r["digest"] for r in self.records(assignment) if r["outcome"] in FINAL}
+
+    def failures(self, assignment: str) -> int:
+        """How many infrastructure failures the gradebook holds for ``assignment`` (all attempts)."""
+        with self.gb.engine.connect() as conn:
+            return conn.execute(sa.select(sa.func.count()).select_from(RUNS).where(
+                RUNS.c.assignment == assignment, RUNS.c.outcome == "infrastructure failure")).scalar_one()
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def record(self, result: Result, *, timestamp: dt.datetime | None = None, attempts: int = 1) -> dict[str, Any]:
+        """Record one worker result: grades (when there is a graded notebook) and the run, in one transaction."""
+        from nbgrader import utils
+
+        cells: dict[str, dict[str, float | None]] = {}
+        score: float | None = None
+        max_score = 0.0
+        graded = nbformat.reads(result.notebook, as_version=4) if result.notebook else None
+        if graded is not None:
+            for cell in graded.cells:
+                if utils.is_grade(cell):
+                    auto, points = utils.determine_grade(cell)
+                    cells[cell.metadata.nbgrader.grade_id] = {"score": auto, "max_score": points}
+            score = sum(c["score"] or 0.0 for c in cells.values())
+            max_score = sum(c["max_score"] for c in cells.values())
+            folder = self.course_root / "autograded" / result.student / result.assignment
+            _write_atomic(folder / f"{result.assignment}.ipynb", result.notebook)
+            if timestamp is not None:
+                _write_atomic(folder / "timestamp.txt", timestamp.strftime("%Y-%m-%d %H:%M:%S.%f %Z"))
+        row = {
+            "assignment": result.assignment, "student": result.student, "digest": result.digest,
+            "outcome": result.outcome, "reason": result.reason, "score": score, "max_score": max_score,
+            "cells": json.dumps(cells), "host": result.host, "device": result.device, "worker": result.worker,
+            "sandbox": result.sandbox, "seconds": json.dumps(result.seconds), "attempts": attempts,
+            "cpu_only": result.cpu_only, "graded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        }
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*not in session.*")
+            with self._transaction():
+                self.gb.update_or_create_student(result.student)
+                if graded is not None:
+                    self._save_grades(graded, result, timestamp)
+                self.gb.db.execute(RUNS.insert().values(**row))
+        row["cells"], row["seconds"] = cells, result.seconds
+        return row
+
+    def _save_grades(self, graded: nbformat.NotebookNode, result: Result, timestamp: dt.datetime | None) -> None:
+        """What nbgrader's SaveAutoGrades does, inside our transaction."""
+        from nbgrader import utils
+
+        kwargs = {"timestamp": timestamp.isoformat()} if timestamp is not None else {}
+        self.gb.update_or_create_submission(result.assignment, result.student, **kwargs)
+        for cell in graded.cells:
+            gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+            if not gid:
+                continue
+            if utils.is_grade(cell):
+                grade = self.gb.find_grade(gid, result.assignment, result.assignment, result.student)
+                grade.auto_score, _ = utils.determine_grade(cell)
+                grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
+            if utils.is_solution(cell) or utils.is_task(cell):
+                comment = self.gb.find_comment(gid, result.assignment, result.assignment, result.student)
+                unchanged = cell.metadata.nbgrader.get("checksum") == utils.compute_checksum(cell)
+                comment.auto_comment = "No response." if unchanged and not utils.is_task(cell) else None

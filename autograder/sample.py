@@ -1,0 +1,324 @@
+"""The sample class: honest and adversarial submissions of one exercise, each with the outcome it must get.
+
+``autograder sample`` (``make sample-class``) writes them as an LMS export
+(a zip with Canvas file names), collects it, grades it, writes the report,
+the feedback and the CSV export, and compares every record with what was
+expected.  The test suite grades the same class (``tests/test_autograder.py``).
+
+Honest submissions: the reference solution, the untouched stub and every
+wrong-submission fixture of ``tests/submissions/<assignment>/`` (their scores
+are known per cell).  Adversarial ones misbehave on purpose (the list below,
+each saying why and what it must get); the honest scores must not change when
+they are graded in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import datetime as dt
+import json
+import shutil
+import textwrap
+import zipfile
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from nbformat.v4 import new_code_cell
+
+from . import course
+
+T0 = dt.datetime(2026, 11, 20, 9, 0, tzinfo=dt.timezone.utc)
+
+
+@dataclass
+class Sample:
+    """One file of the sample class's LMS export."""
+
+    student: str
+    why: str
+    data: bytes
+    outcomes: tuple[str, ...]            # acceptable outcomes (one, except where the machine decides)
+    score: float | None                  # expected total (None: not scored)
+    cells: dict[str, float] | None = None   # expected per-cell scores, when known
+    filename: str = ""                   # the name in the export (Canvas style by default)
+    when: dt.datetime = T0
+    superseded: bool = False             # an older file of a student who submitted twice
+
+    def __post_init__(self) -> None:
+        if not self.filename:
+            self.filename = f"{self.student}_{zlib.crc32(self.student.encode()) % 90000 + 10000}_4242_{ASSIGNMENT_FILE}"
+
+
+ASSIGNMENT_FILE = "submission.ipynb"
+
+
+def _nb_bytes(nb: Any) -> bytes:
+    return nbformat.writes(nb).encode()
+
+
+def _with_cell(nb: Any, code: str, position: int | None = None) -> Any:
+    """``nb`` with a cell the student added (no nbgrader metadata)."""
+    nb = copy.deepcopy(nb)
+    cell = new_code_cell(textwrap.dedent(code).strip() + "\n")
+    nb.cells.insert(len(nb.cells) if position is None else position, cell)
+    return nb
+
+
+def _edit_cell(nb: Any, grade_id: str, source: str | None) -> Any:
+    """``nb`` with the cell ``grade_id`` replaced by ``source`` (None: deleted)."""
+    nb = copy.deepcopy(nb)
+    for i, cell in enumerate(nb.cells):
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id:
+            if source is None:
+                del nb.cells[i]
+            else:
+                cell.source = source
+            return nb
+    raise KeyError(grade_id)
+
+
+def honest(assignment: str) -> list[Sample]:
+    """The reference solution, the stub and the wrong-submission fixtures, with their known scores."""
+    graded = course.graded_cells(assignment)
+    total = sum(graded.values())
+    samples = [Sample("reference", "the instructor's solution", _nb_bytes(course.reference_submission(assignment)),
+                      ("graded",), total, dict(graded)),
+               Sample("stub", "the student version, untouched",
+                      course.release_notebook(assignment).read_bytes(), ("graded",), 0.0,
+                      {k: 0.0 for k in graded})]
+    for path in course.snippets(assignment):
+        snippet = course.Snippet.parse(path)
+        nb = course.build_submission(assignment, snippet.cells)
+        samples.append(Sample(snippet.name.replace("_", "-"), snippet.why, _nb_bytes(nb), ("graded",),
+                              sum(snippet.expect.values()), dict(snippet.expect)))
+    return samples
+
+
+# Code of the adversarial cells.  Each is a cell the student added at the end of the notebook unless
+# said otherwise; the solution cells are the instructor's, so the hidden tests alone decide the scores.
+INFINITE_LOOP = "while True:\n    pass"
+FORK_BOMB = """
+import os
+while True:
+    os.fork()
+"""
+MEMORY_HOG = """
+hog = []
+while True:
+    hog.append(b"x" * 2**28)   # 256 MiB more, every page written, until something stops it
+"""
+HUGE_OUTPUT = """
+for _ in range(64):
+    print("spam " * 200_000)   # 1 MB per line, 64 MB in all
+"""
+SEGFAULT = "import ctypes\nctypes.string_at(0)"
+READ_HIDDEN = """
+import glob, os
+found = []
+for pattern in ["{repo}/solutions/*/*.ipynb", "{repo}/course/gradebook.db", "{course}/gradebook.db",
+                "{course}/submitted/*/*/*.ipynb", "/root/*", "/tmp/*", "{repo}/.git/config"]:
+    for path in glob.glob(pattern):
+        try:
+            with open(path, "rb") as f:
+                data = f.read(200)
+            found.append(path)
+        except OSError:
+            pass
+print("READABLE:", found if found else "nothing")
+"""
+WRITE_GRADEBOOK = """
+import sqlite3
+for path in ["{course}/gradebook.db", "{repo}/course/gradebook.db"]:
+    try:
+        db = sqlite3.connect(path)
+        db.execute("UPDATE grade SET auto_score = 1000")
+        db.commit()
+        print("WROTE", path)
+    except Exception as exc:
+        print("could not write", path, type(exc).__name__)
+"""
+NETWORK = """
+import socket
+for host, port in [("127.0.0.1", 22), ("127.0.0.1", 8786), ("10.0.0.1", 80), ("pypi.org", 443)]:
+    try:
+        socket.create_connection((host, port), timeout=3).close()
+        print("CONNECTED", host, port)
+    except OSError as exc:
+        print("no connection to", host, port, type(exc).__name__)
+"""
+TAMPER_KERNEL = """
+# Everything a student could replace in the kernel before the hidden test cells run:
+import time, torch
+import dlperf.grading as grading
+grading.isolated = lambda *args, **kwargs: None          # every hidden check "passes"
+torch.equal = lambda *args, **kwargs: True
+torch.allclose = lambda *args, **kwargs: True
+time.perf_counter = lambda: 0.0
+get_ipython().set_custom_exc((BaseException,), lambda *args, **kwargs: None)   # swallow every error
+"""
+ALWAYS_EQUAL = '''
+class Anything(float):
+    """Compares equal to everything."""
+    def __eq__(self, other):
+        return True
+    def __ne__(self, other):
+        return False
+    __hash__ = float.__hash__
+'''
+
+
+def adversarial(assignment: str, course_root: Path) -> list[Sample]:
+    """Misbehaving submissions, each with the outcome and score it must get."""
+    if assignment != "gradscaler":
+        raise ValueError("the adversarial part of the sample class is written for gradscaler")
+    ref = course.reference_submission(assignment)
+    graded = course.graded_cells(assignment)
+    total = sum(graded.values())
+    full = dict(graded)
+    fmt = {"repo": str(course.REPO), "course": str(course_root)}
+    never = course.Snippet.parse(course.SUBMISSIONS / assignment / "never_skips.py")
+    never_nb = course.build_submission(assignment, never.cells)
+    unscale = course.solution_cells(assignment)["gradscaler-unscale"]
+    unscale = course.strip_solution_markers(unscale)
+    samples = [
+        Sample("loop", "an infinite loop in a cell of its own: the cell limit stops it; the hidden tests, which "
+               "run apart, still score the solution", _nb_bytes(_with_cell(ref, INFINITE_LOOP)),
+               ("timed out",), total, full),
+        Sample("forkbomb", "a fork bomb: stopped by the sandbox's process limit, nothing left running",
+               _nb_bytes(_with_cell(ref, FORK_BOMB)), ("graded", "crashed", "timed out"), total, full),
+        Sample("memhog", "allocates memory until stopped: the sandbox's memory limit kills the kernel (cgroup) or refuses the "
+               "allocation (rlimit)", _nb_bytes(_with_cell(ref, MEMORY_HOG)), ("crashed", "graded"), total, full),
+        Sample("bigoutput", "prints 64 MB: the kept output is capped", _nb_bytes(_with_cell(ref, HUGE_OUTPUT)),
+               ("graded",), total, full),
+        Sample("segfault", "the kernel segfaults: crashed, and the solution is still scored",
+               _nb_bytes(_with_cell(ref, SEGFAULT)), ("crashed",), total, full),
+        Sample("exit", "os._exit(0) at the top of a solution cell: the kernel dies and every check that loads "
+               "the cell dies with it", _nb_bytes(_edit_cell(ref, "gradscaler-unscale", "import os\nos._exit(0)\n"
+                                                           + unscale)),
+               ("crashed",), 0.0, {k: 0.0 for k in graded}),
+        Sample("tamper", "edited a locked self-check cell and a hidden test cell: both restored, reported",
+               _nb_bytes(_edit_cell(_edit_cell(ref, "gradscaler-step-check", "print('all good')\n"),
+                                    "gradscaler-e2e-test", "pass\n")), ("tampered",), total, full),
+        Sample("deleted", "deleted a self-check and a test cell: put back, reported",
+               _nb_bytes(_edit_cell(_edit_cell(ref, "gradscaler-errors-check", None), "gradscaler-state-test", None)),
+               ("tampered",), total, full),
+        Sample("snoop", "tries to read the hidden tests, the gradebook and submissions from disk",
+               _nb_bytes(_with_cell(ref, READ_HIDDEN.format(**fmt))), ("graded",), total, full),
+        Sample("writer", "tries to write the gradebook", _nb_bytes(_with_cell(ref, WRITE_GRADEBOOK.format(**fmt))),
+               ("graded",), total, full),
+        Sample("netcat", "opens network connections", _nb_bytes(_with_cell(ref, NETWORK)), ("graded",), total, full),
+        Sample("patcher", "a wrong solution (never skips a step) plus a cell that replaces dlperf.grading.isolated, "
+               "torch.equal, torch.allclose and the clock and swallows every error: still the wrong solution's "
+               "score", _nb_bytes(_with_cell(never_nb, TAMPER_KERNEL, position=_first_solution(never_nb))),
+               ("graded",), sum(never.expect.values()), dict(never.expect)),
+        Sample("anything", "unscale_grads_ returns an object that compares equal to anything",
+               _nb_bytes(_edit_cell(ref, "gradscaler-unscale", unscale.replace(
+                   "    return found_inf", "    return Anything(found_inf)") + ALWAYS_EQUAL)),
+               ("graded",), None, None),
+        Sample("corrupt", "a notebook cut in the middle (corrupt JSON)",
+               _nb_bytes(ref)[: len(_nb_bytes(ref)) // 2], ("invalid",), None),
+        Sample("wrongnb", "submitted the allreduce notebook for gradscaler",
+               _nb_bytes(course.reference_submission("allreduce")), ("invalid",), None),
+        Sample("twice", "submitted twice: the older, correct file is superseded by the newer one (the stub)",
+               _nb_bytes(ref), ("graded",), None, superseded=True, when=T0,
+               filename=f"twice_11111_1_{ASSIGNMENT_FILE}"),
+        Sample("twice", "submitted twice: the newer file (the stub) is graded",
+               course.release_notebook(assignment).read_bytes(), ("graded",), 0.0, {k: 0.0 for k in graded},
+               when=T0 + dt.timedelta(hours=1), filename=f"twice_11111_2_{ASSIGNMENT_FILE}"),
+    ]
+    return samples
+
+
+def _first_solution(nb: Any) -> int:
+    for i, cell in enumerate(nb.cells):
+        if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+            return i
+    return len(nb.cells)
+
+
+def sample_class(assignment: str, course_root: Path, *, adversarial_part: bool = True) -> list[Sample]:
+    samples = honest(assignment)
+    if adversarial_part:
+        samples += adversarial(assignment, course_root)
+    return samples
+
+
+def write_export(samples: Sequence[Sample], path: Path) -> Path:
+    """The samples as an LMS export: a zip of Canvas-named files with their submission times."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for sample in samples:
+            info = zipfile.ZipInfo(sample.filename, date_time=sample.when.timetuple()[:6])
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, sample.data)
+    return path
+
+
+def expected(samples: Sequence[Sample]) -> dict[str, Sample]:
+    """The sample each student's record must match (the newest of a student who submitted twice)."""
+    return {s.student: s for s in samples if not s.superseded}
+
+
+def compare(samples: Sequence[Sample], records: Sequence[dict[str, Any]]) -> list[str]:
+    """Each difference between the records and what the samples expect, as a sentence."""
+    problems = []
+    got = {r["student"]: r for r in records}
+    for student, sample in expected(samples).items():
+        record = got.get(student)
+        if record is None:
+            problems.append(f"{student}: no record")
+            continue
+        if record["outcome"] not in sample.outcomes:
+            problems.append(f"{student}: outcome {record['outcome']!r} ({record['reason']}), expected "
+                            f"{' or '.join(sample.outcomes)}")
+        if sample.score is not None and record["score"] != sample.score:
+            problems.append(f"{student}: score {record['score']}, expected {sample.score:g} "
+                            f"(cells {json.dumps(record['cells'])})")
+        if sample.cells is not None:
+            cells = {k: v["score"] for k, v in record["cells"].items()}
+            if cells != sample.cells:
+                problems.append(f"{student}: cell scores {cells}, expected {sample.cells}")
+        if sample.outcomes == ("invalid",) and record["score"] is not None:
+            problems.append(f"{student}: an invalid submission was scored")
+    return problems
+
+
+def grade_sample(args: argparse.Namespace) -> int:
+    """``autograder sample``: build, collect, grade, report, compare."""
+    from . import cli
+    from .collect import collect_files
+
+    root = Path(args.out).resolve()
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    samples = sample_class(args.assignment, root)
+    export = write_export(samples, root / "lms-export.zip")
+    print(f"sample class of {args.assignment}: {len(samples)} files from {len(expected(samples))} students "
+          f"in {export}")
+    print(collect_files(root, args.assignment, export).summary())
+    base = ["--course", str(root)]
+    grading = [f"--cell-timeout={args.cell_timeout:g}", f"--timeout={args.timeout:g}", f"--memory={args.memory:g}",
+               f"--processes={args.processes}"]
+    grading += ["--cpu"] * args.cpu + ["--no-sandbox"] * args.no_sandbox + ["--cpu-workers"] * args.cpu_workers
+    grading += [f"--workers={args.workers}"] if args.workers else []
+    status = cli.main(base + ["grade", args.assignment, *grading])
+    if status:
+        return status
+    cli.main(base + ["feedback", args.assignment])
+    cli.main(base + ["export", "--to", str(root / "grades.csv")])
+    from .gradebook import Writer
+
+    with Writer(f"sqlite:///{root / 'gradebook.db'}", root) as writer:
+        problems = compare(samples, writer.records(args.assignment))
+    if problems:
+        print("\nNOT as expected:\n  " + "\n  ".join(problems))
+        return 1
+    print(f"\nevery record is as expected ({len(expected(samples))} students)")
+    return 0
+

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The system tools the tests drive for real; `make test` runs this first:
+#   chromium + chromium-driver   headless browser for tests/test_browser.py (the same Debian source
+#                                package, so their versions match)
+#   bubblewrap                   the autograder's sandbox (tests/test_sandbox.py, tests/test_autograder.py)
+# On Debian as root it installs what is missing from the distribution; elsewhere it says what to
+# install.  Nothing is downloaded at test time beyond this package installation.
+set -euo pipefail
+have() { command -v "$1" >/dev/null 2>&1; }
+missing=()
+if ! { have chromedriver && { have chromium || have chromium-browser; }; }; then
+  missing+=(chromium chromium-driver)
+fi
+have bwrap || missing+=(bubblewrap)
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" = 0 ] && have apt-get; then
+  echo "install_system: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null
+else
+  echo "install_system: missing ${missing[*]}; install them (Debian: apt-get install ${missing[*]})." \
+       "The browser tests fail without chromium (or set CHROME_BIN and CHROMEDRIVER); the" \
+       "autograder refuses to grade without bubblewrap (unless told --no-sandbox)" >&2
+fi

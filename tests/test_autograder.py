@@ -1,0 +1,330 @@
+"""The class autograder, for real: Dask workers, bubblewrap sandboxes, nbgrader's gradebook, the CLI.
+
+The sample class (:mod:`autograder.sample`: the reference, the stub, every
+wrong-submission fixture and the adversarial submissions, as an LMS zip) is
+collected and graded once by the ``autograder`` command, as an instructor
+would, and every record is compared with what its submission must get.  The
+other tests read that run, or grade small classes of their own: crash safety
+(the grader killed with SIGKILL in the middle), infrastructure failures (a GPU
+exercise on a runner without GPU), refusing to run without the sandbox.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder import course, notebook, sample
+from autograder.gradebook import Writer
+from autograder.sandbox import SandboxUnavailable, check_available
+
+ASSIGNMENT = "gradscaler"
+PY = sys.executable
+# Short limits: the adversarial loops and hogs should not make the suite slow.
+LIMITS = ["--cpu", "--workers=2", "--cell-timeout=20", "--timeout=120", "--memory=2", "--processes=256"]
+
+
+def _sandbox_or_skip() -> None:
+    try:
+        check_available()
+    except SandboxUnavailable as exc:
+        pytest.skip(f"no sandbox on this machine: {exc}")
+
+
+def autograder(root: Path, *args: str, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess:
+    result = subprocess.run([PY, "-m", "autograder", "--course", str(root), *args], capture_output=True, text=True,
+                            timeout=timeout, cwd=course.REPO)
+    if check and result.returncode != 0:
+        raise AssertionError(f"autograder {' '.join(args)} exited {result.returncode}:\n{result.stdout[-4000:]}\n"
+                             f"{result.stderr[-4000:]}")
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure parts
+# ---------------------------------------------------------------------------------------------
+
+
+def _nbs(assignment: str = ASSIGNMENT) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode]:
+    return (nbformat.read(course.source_notebook(assignment), as_version=4),
+            nbformat.read(course.release_notebook(assignment), as_version=4))
+
+
+def test_prepare_restores_and_reports_tampering() -> None:
+    source, release = _nbs()
+    nb = course.reference_submission(ASSIGNMENT)
+    for cell in nb.cells:
+        gid = notebook.grade_id(cell)
+        if gid == "gradscaler-step-check":
+            cell.source = "print('fine')\n"
+        if gid == "gradscaler-e2e-test":
+            cell.source = "pass\n"
+    nb.cells = [c for c in nb.cells if notebook.grade_id(c) != "gradscaler-state-test"]
+    prepared = notebook.prepare(nbformat.writes(nb), source, release, ASSIGNMENT)
+    assert prepared.tampered == ["edited locked cell gradscaler-step-check (restored)",
+                                 "edited test cell gradscaler-e2e-test (restored)",
+                                 "deleted gradscaler-state-test (put back)"]
+    restored = {notebook.grade_id(c): c.source for c in prepared.notebook.cells if notebook.grade_id(c)}
+    originals = {notebook.grade_id(c): c.source for c in source.cells if notebook.grade_id(c)}
+    for gid in ("gradscaler-step-check", "gradscaler-e2e-test", "gradscaler-state-test"):
+        assert restored[gid] == originals[gid]
+    # The order of the instructor's cells is kept, the deleted one back in its place.
+    order = [notebook.grade_id(c) for c in prepared.notebook.cells if notebook.grade_id(c)]
+    assert order == [notebook.grade_id(c) for c in source.cells if notebook.grade_id(c)]
+    # The student's kernel never receives a hidden test; the check run gets all of them.
+    assert all(c.source == "" for c in prepared.student_run().cells if notebook.is_test(c))
+    job = prepared.check_job()
+    assert [t["grade_id"] for t in job["tests"]] == list(course.graded_cells(ASSIGNMENT))
+    assert {s["grade_id"]: s["names"] for s in job["solutions"]} == {
+        "gradscaler-unscale": ["torch", "unscale_grads_"], "gradscaler-scaler": ["GradScaler", "math", "torch"]}
+
+
+def test_prepare_rejects_what_is_not_the_assignment() -> None:
+    source, release = _nbs()
+    others = {"allreduce": notebook.grade_ids(_nbs("allreduce")[0])}
+    with pytest.raises(notebook.InvalidSubmission, match="invalid JSON at line 1"):
+        notebook.prepare(b'{"cells": [', source, release, ASSIGNMENT)
+    with pytest.raises(notebook.InvalidSubmission, match="not UTF-8"):
+        notebook.prepare(b"\xff\xfe\x00", source, release, ASSIGNMENT)
+    with pytest.raises(notebook.InvalidSubmission, match="assignment 'allreduce', not 'gradscaler'"):
+        notebook.prepare(nbformat.writes(course.reference_submission("allreduce")), source, release, ASSIGNMENT,
+                         others)
+    stripped = course.reference_submission(ASSIGNMENT)
+    for cell in stripped.cells:
+        cell.metadata.pop("nbgrader", None)
+    with pytest.raises(notebook.InvalidSubmission, match="none of its graded or locked cells"):
+        notebook.prepare(nbformat.writes(stripped), source, release, ASSIGNMENT, others)
+
+
+def test_defined_names() -> None:
+    assert notebook.defined_names("import torch.nn as nn\nfrom x import y\ndef f(): pass\nclass C: pass\n"
+                                  "a, (b, c) = 1, (2, 3)\nz: int = 3\n") == {"nn", "y", "f", "C", "a", "b", "c", "z"}
+    assert notebook.defined_names("def broken(:\n") == set()
+
+
+# ---------------------------------------------------------------------------------------------
+# The sample class, graded once by the command
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def graded_class(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    _sandbox_or_skip()
+    root = tmp_path_factory.mktemp("class") / "course"
+    root.mkdir()
+    samples = sample.sample_class(ASSIGNMENT, root)
+    export = sample.write_export(samples, root.parent / "export.zip")
+    collected = autograder(root, "collect", ASSIGNMENT, "--from", str(export))
+    start = time.monotonic()
+    graded = autograder(root, "grade", ASSIGNMENT, *LIMITS)
+    seconds = time.monotonic() - start
+    with Writer(f"sqlite:///{root / 'gradebook.db'}", root) as writer:
+        records = {r["student"]: r for r in writer.records(ASSIGNMENT)}
+    print(graded.stdout[-6000:])
+    return {"root": root, "samples": samples, "records": records, "collect": collected.stdout,
+            "grade": graded.stdout, "seconds": seconds}
+
+
+def test_every_record_is_what_its_submission_must_get(graded_class: dict) -> None:
+    problems = sample.compare(graded_class["samples"], list(graded_class["records"].values()))
+    assert not problems, "\n".join(problems)
+    assert set(graded_class["records"]) == set(sample.expected(graded_class["samples"]))
+
+
+def test_collection_reports_what_it_did_not_take(graded_class: dict) -> None:
+    out = graded_class["collect"]
+    assert "superseded" in out and "twice_11111_1_submission.ipynb" in out
+    assert "corrupt" in out and "not valid JSON" in out
+
+
+def test_records_say_where_and_how(graded_class: dict) -> None:
+    for student, record in graded_class["records"].items():
+        if record["outcome"] == "invalid":
+            assert record["score"] is None and record["sandbox"] == ""
+            continue
+        assert record["sandbox"].startswith("bwrap, no network"), (student, record["sandbox"])
+        assert record["device"] == "cpu" and record["cpu_only"], (student, record)
+        assert record["host"] and record["worker"] in ("cpu0", "cpu1")
+        assert record["seconds"]["total"] > 0 and record["seconds"]["checks"] > 0
+    assert graded_class["records"]["loop"]["reason"] == "cell #" + str(
+        len(course.reference_submission(ASSIGNMENT).cells) + 1) + " ran past the 20 s limit"
+    assert "died" in graded_class["records"]["segfault"]["reason"]
+
+
+def _graded_notebook(root: Path, student: str) -> nbformat.NotebookNode:
+    return nbformat.read(root / "autograded" / student / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+
+
+def _outputs(nb: nbformat.NotebookNode) -> str:
+    return json.dumps([c.get("outputs", []) for c in nb.cells])
+
+
+def test_sandbox_kept_student_code_in(graded_class: dict) -> None:
+    root = graded_class["root"]
+    snoop = _outputs(_graded_notebook(root, "snoop"))
+    assert "READABLE: nothing" in snoop, snoop[-2000:]
+    writer = _outputs(_graded_notebook(root, "writer"))
+    assert "WROTE" not in writer and "could not write" in writer
+    net = _outputs(_graded_notebook(root, "netcat"))
+    assert "CONNECTED" not in net and net.count("no connection to") == 4
+    big = root / "autograded" / "bigoutput" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    assert big.stat().st_size < 4 * 2**20 and "output truncated" in big.read_text()
+    memhog = graded_class["records"]["memhog"]
+    assert memhog["outcome"] == "graded" or "memory limit" in memhog["reason"], memhog
+    # Nothing a submission started is still running.
+    leftovers = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if "dlperf-sandbox" in cmd or "ipykernel_launcher" in cmd and str(root) in cmd:
+                leftovers.append(cmd[:200])
+    assert not leftovers, leftovers
+
+
+def test_gradebook_is_nbgraders_and_consistent(graded_class: dict) -> None:
+    from nbgrader.api import Gradebook
+
+    root = graded_class["root"]
+    db = root / "gradebook.db"
+    assert sqlite3.connect(db).execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    with Gradebook(f"sqlite:///{db}") as gb:
+        for student, record in graded_class["records"].items():
+            if record["score"] is None:
+                with pytest.raises(Exception):
+                    gb.find_submission(ASSIGNMENT, student)
+                continue
+            submission = gb.find_submission(ASSIGNMENT, student)
+            assert submission.score == record["score"], student
+            cells = {g.name: g.auto_score for nb in submission.notebooks for g in nb.grades}
+            assert cells == {k: v["score"] for k, v in record["cells"].items()}, student
+    # The 'writer' submission tried UPDATE grade SET auto_score = 1000.
+    assert not sqlite3.connect(db).execute("SELECT count(*) FROM grade WHERE auto_score > 10").fetchone()[0]
+
+
+def test_feedback_export_status_report(graded_class: dict) -> None:
+    root = graded_class["root"]
+    autograder(root, "feedback", ASSIGNMENT)
+    hidden = course.secret_lines(ASSIGNMENT, solutions=False)
+    pages = sorted((root / "feedback").glob(f"*/{ASSIGNMENT}/*.html"))
+    graded = [s for s, r in graded_class["records"].items() if r["score"] is not None]
+    assert len(pages) == len(graded) and len(hidden) > 100
+    for page in pages:
+        text = page.read_text()
+        leaked = [line for line in hidden if line in text]
+        assert not leaked, (page, leaked[:3])
+    never = (root / "feedback" / "never-skips" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+    assert "CheckFailed" in never   # the failed check's message is there, its source is not
+
+    autograder(root, "export", "--to", str(root / "grades.csv"))
+    rows = {r["student_id"]: r for r in csv.DictReader((root / "grades.csv").open())}
+    assert set(rows) == set(graded_class["records"])
+    assert rows["reference"]["score"] == "10" and rows["reference"]["outcome"] == "graded"
+    assert rows["corrupt"]["score"] == "" and rows["corrupt"]["outcome"] == "invalid"
+
+    status = autograder(root, "status", ASSIGNMENT).stdout
+    n = len(graded_class["records"])
+    assert f"{ASSIGNMENT}: {n} collected, {n} recorded" in status and "0 left to grade" in status
+    again = autograder(root, "grade", ASSIGNMENT, *LIMITS).stdout
+    assert f"{n} submission(s) already graded, not graded again" in again and "nothing left to grade" in again
+    report = root / "reports" / f"{ASSIGNMENT}.html"
+    assert report.is_file() and "reference" in report.read_text()
+
+
+# ---------------------------------------------------------------------------------------------
+# Small classes of their own
+# ---------------------------------------------------------------------------------------------
+
+
+def _small_class(root: Path, n: int) -> list[sample.Sample]:
+    root.mkdir(parents=True)
+    samples = sample.honest(ASSIGNMENT)[:n]
+    export = sample.write_export(samples, root.parent / f"{root.name}.zip")
+    autograder(root, "collect", ASSIGNMENT, "--from", str(export))
+    return samples
+
+
+def test_killed_grader_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    _sandbox_or_skip()
+    root = tmp_path / "course"
+    samples = _small_class(root, 8)
+    db = root / "gradebook.db"
+    process = subprocess.Popen([PY, "-m", "autograder", "--course", str(root), "grade", ASSIGNMENT, *LIMITS],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=course.REPO,
+                               start_new_session=True)
+    deadline = time.monotonic() + 600
+    recorded = 0
+    while time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.5)
+        if db.exists():
+            try:
+                recorded = sqlite3.connect(db, timeout=1).execute("SELECT count(*) FROM autograder_runs").fetchone()[0]
+            except sqlite3.OperationalError:
+                continue
+            if recorded >= 2:
+                break
+    assert process.poll() is None, "the grader finished before it could be killed"
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    assert 2 <= recorded < len(samples)
+    assert sqlite3.connect(db).execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+    out = autograder(root, "grade", ASSIGNMENT, *LIMITS).stdout
+    with Writer(f"sqlite:///{db}", root) as writer:
+        records = writer.records(ASSIGNMENT)
+        histories = {s.student: writer.history(ASSIGNMENT, s.student) for s in samples}
+    assert not sample.compare(samples, records), sample.compare(samples, records)
+    assert all(len(h) == 1 for h in histories.values()), {k: len(v) for k, v in histories.items()}
+    first = sqlite3.connect(db).execute("SELECT count(*) FROM autograder_runs").fetchone()[0]
+    assert first == len(samples)
+    already = int(out.split(" submission(s) already graded")[0].rsplit("\n", 1)[-1].split(": ")[-1])
+    assert already >= 2 and f"grading {len(samples) - already} submission(s)" in out
+
+
+def test_gpu_exercise_without_gpu_is_an_infrastructure_failure(tmp_path: Path) -> None:
+    _sandbox_or_skip()
+    root = tmp_path / "course"
+    _small_class(root, 2)
+    out = autograder(root, "grade", ASSIGNMENT, "--workers=1").stdout
+    with Writer(f"sqlite:///{root / 'gradebook.db'}", root) as writer:
+        records = writer.records(ASSIGNMENT)
+    assert [r["outcome"] for r in records] == ["infrastructure failure"] * 2, out
+    assert all("needs a GPU" in r["reason"] and r["score"] is None for r in records)
+    status = autograder(root, "status", ASSIGNMENT).stdout
+    assert "2 left to grade" in status
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        assert gb.assignments[0].submissions == []
+
+
+def test_refuses_to_grade_without_the_sandbox(tmp_path: Path) -> None:
+    root = tmp_path / "course"
+    root.mkdir()
+    env = {**os.environ, "PATH": str(Path(PY).parent)}
+    result = subprocess.run([PY, "-m", "autograder", "--course", str(root), "grade", ASSIGNMENT, "--cpu"],
+                            capture_output=True, text=True, env=env, cwd=course.REPO, timeout=120)
+    assert result.returncode == 2
+    assert "bubblewrap" in result.stderr and "--no-sandbox" in result.stderr
+
+
+def test_redact_replaces_hidden_lines_raw_and_escaped() -> None:
+    from autograder.feedback import REDACTED, redact
+
+    secrets = {"assert scaler._scale == 8.0, 'backoff'", "for step in range(100):"}
+    text = "x\nassert scaler._scale == 8.0, &#x27;backoff&#x27;\nfor step in range(100):\ny"
+    out, n = redact(text, secrets)
+    assert n == 2 and out == f"x\n{REDACTED}\n{REDACTED}\ny"
+    assert redact("nothing here", secrets) == ("nothing here", 0)
