@@ -193,9 +193,65 @@ def cmd_sample(args: argparse.Namespace) -> int:
     return grade_sample(args)
 
 
+# Grading options: command line first, then the course's autograder.toml ([grading], [cluster],
+# [gradebook]), then these defaults.
+DEFAULTS: dict[str, Any] = {
+    "workers": None, "cpu": False, "cpu_workers": False, "no_sandbox": False, "scheduler": None, "slurm": False,
+    "partition": None, "account": None, "walltime": "01:00:00", "gres": "gpu:1", "job_memory": "16GB",
+    "cell_timeout": 120.0, "timeout": 600.0, "memory": 6.0, "processes": 512, "retries": 1, "db_url": None,
+}
+# autograder.toml key -> option
+CONFIG_KEYS = {
+    "grading": {"cell_timeout": "cell_timeout", "timeout": "timeout", "memory_gib": "memory",
+                "processes": "processes", "retries": "retries", "cpu": "cpu"},
+    "cluster": {"workers": "workers", "scheduler": "scheduler", "partition": "partition", "account": "account",
+                "walltime": "walltime", "gres": "gres", "job_memory": "job_memory", "cpu_workers": "cpu_workers"},
+    "gradebook": {"db_url": "db_url"},
+}
+
+
+def load_config(course_root: Path) -> dict[str, Any]:
+    """Options from ``<course>/autograder.toml`` (see book/cluster.md for a complete example)."""
+    path = Path(course_root) / "autograder.toml"
+    if not path.is_file():
+        return {}
+    import tomllib
+
+    data = tomllib.loads(path.read_text())
+    options: dict[str, Any] = {}
+    for section, keys in CONFIG_KEYS.items():
+        table = data.get(section, {})
+        unknown = set(table) - set(keys) - ({"kind"} if section == "cluster" else set())
+        if unknown:
+            raise ValueError(f"{path}: unknown key(s) in [{section}]: {', '.join(sorted(unknown))} "
+                             f"(known: {', '.join(sorted(keys))})")
+        options.update({keys[k]: v for k, v in table.items() if k in keys})
+    kind = data.get("cluster", {}).get("kind", "local")
+    if kind not in ("local", "address", "slurm"):
+        raise ValueError(f"{path}: [cluster] kind must be local, address or slurm, not {kind!r}")
+    if kind == "slurm":
+        options["slurm"] = True
+    if kind == "address" and not options.get("scheduler"):
+        raise ValueError(f"{path}: [cluster] kind = 'address' needs scheduler = 'tcp://host:port'")
+    if kind != "address":
+        options.pop("scheduler", None) if kind == "local" else None
+    return options
+
+
+def resolve(args: argparse.Namespace) -> argparse.Namespace:
+    """Fill the options left unset on the command line from autograder.toml, then the defaults."""
+    config = load_config(Path(args.course))
+    for key, default in DEFAULTS.items():
+        current = getattr(args, key, None)
+        if current is None or (isinstance(default, bool) and not current):
+            setattr(args, key, config.get(key, default))
+    return args
+
+
 def add_grading_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("where and how to run")
-    g.add_argument("--workers", type=int, help="local workers (default: one per GPU; without GPUs, cores / 2)")
+    g = p.add_argument_group("where and how to run (also settable in <course>/autograder.toml)")
+    g.add_argument("--workers", type=int, help="workers (local default: one per GPU; without GPUs, cores / 2; "
+                   "Slurm default 2)")
     g.add_argument("--cpu", action="store_true",
                    help="grade exercises that want a GPU on CPU (for self-checks and CI; marked in every record)")
     g.add_argument("--cpu-workers", action="store_true", help="CPU workers even on a machine with GPUs")
@@ -203,19 +259,21 @@ def add_grading_options(p: argparse.ArgumentParser) -> None:
                    help="run student code WITHOUT bubblewrap (only if you trust every submission)")
     g.add_argument("--scheduler", metavar="ADDRESS", help="grade on an existing Dask cluster (tcp://host:8786)")
     g.add_argument("--slurm", action="store_true", help="start the Dask workers as Slurm jobs (see --partition ...)")
-    g.add_argument("--partition", help="Slurm partition"), g.add_argument("--account", help="Slurm account")
-    g.add_argument("--walltime", default="01:00:00", help="Slurm walltime of each worker job (default 01:00:00)")
-    g.add_argument("--gres", default="gpu:1", help="Slurm GRES per worker (default gpu:1; '' for CPU workers)")
-    g.add_argument("--job-memory", default="16GB", help="Slurm memory per worker job (default 16GB)")
-    g.add_argument("--cell-timeout", type=float, default=120.0, help="seconds per cell of the student's notebook (120)")
-    g.add_argument("--timeout", type=float, default=600.0, help="seconds per submission, everything included (600)")
-    g.add_argument("--memory", type=float, default=6.0, help="GiB of memory for each sandbox (6)")
-    g.add_argument("--processes", type=int, default=512, help="processes allowed in each sandbox (512)")
-    g.add_argument("--retries", type=int, default=1, help="re-runs of an infrastructure failure (1)")
+    g.add_argument("--partition", help="Slurm partition")
+    g.add_argument("--account", help="Slurm account")
+    g.add_argument("--walltime", help="Slurm walltime of each worker job (default 01:00:00)")
+    g.add_argument("--gres", help="Slurm GRES per worker (default gpu:1; '' for CPU workers)")
+    g.add_argument("--job-memory", help="Slurm memory per worker job (default 16GB)")
+    g.add_argument("--cell-timeout", type=float, help="seconds per cell of the student's notebook (120)")
+    g.add_argument("--timeout", type=float, help="seconds per submission, everything included (600)")
+    g.add_argument("--memory", type=float, help="GiB of memory for each sandbox (6)")
+    g.add_argument("--processes", type=int, help="processes allowed in each sandbox (512)")
+    g.add_argument("--retries", type=int, help="re-runs of an infrastructure failure (1)")
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="autograder", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="autograder", description="Collect, grade (in parallel, sandboxed), "
+                                "return feedback, export grades: the instructor's command of the course.",
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--course", default=str(course.COURSE), help="nbgrader course root (default: course/)")
     p.add_argument("--db-url", help="the gradebook (default: sqlite:///<course>/gradebook.db)")
@@ -264,7 +322,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return args.func(args)
+        return args.func(resolve(args))
     except (RuntimeError, ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -207,6 +207,12 @@ def _run_on_worker(job: Job, submitted_at: float) -> Result:
     return grade(job, worker=name, queued=max(0.0, time.time() - submitted_at), prewarm=True)
 
 
+def _lost_workers(dask_scheduler: Any, key: str) -> int:
+    """How many workers died while running task ``key`` (Dask re-ran it elsewhere each time)."""
+    task = dask_scheduler.tasks.get(key)
+    return int(task.suspicious) if task is not None else 0
+
+
 def _release_spares() -> None:
     from .runner import release_spares
 
@@ -302,7 +308,14 @@ def grade_class(assignment: str, *, course_root: Path, db_url: str, students: Se
                     pending.add(retry)
                     say(f"  {job.student}: infrastructure failure ({result.reason[:120]}), running it again")
                     continue
-                record = writer.record(result, timestamp=stamps.get(job.student), attempts=attempts[job.student])
+                try:
+                    lost = client.run_on_scheduler(_lost_workers, key=future.key)
+                except Exception:  # noqa: BLE001 - only for the record
+                    lost = 0
+                if lost:
+                    say(f"  {job.student}: {lost} worker(s) died while grading it; Dask ran it again elsewhere")
+                record = writer.record(result, timestamp=stamps.get(job.student),
+                                       attempts=attempts[job.student] + lost)
                 records.append(record)
                 finished += 1
                 score = f"{record['score']:g}/{record['max_score']:g}" if record["score"] is not None else "-"

@@ -360,12 +360,14 @@ def grade(job: Job, *, worker: str = "", queued: float = 0.0, prewarm: bool = Fa
     host = socket.gethostname()
 
     def result(outcome: str, reason: str, nb: Any = None, device: str = "", sandbox: str = "",
-               seconds: dict[str, float] | None = None, stats: dict[str, Any] | None = None) -> Result:
+               seconds: dict[str, float] | None = None, stats: dict[str, Any] | None = None,
+               cpu_only: bool | None = None) -> Result:
         secs = {"queued": queued, "student": 0.0, "checks": 0.0, **(seconds or {}),
                 "total": time.monotonic() - start}
         return Result(job.assignment, job.student, job.digest, outcome, reason,
                       nbformat.writes(nb) if nb is not None else None, host, device or ("gpu " + gpu if gpu else "cpu"),
-                      worker, sandbox, bool(job.requires_gpu and gpu is None and settings.cpu), secs, stats or {})
+                      worker, sandbox, bool(job.requires_gpu and gpu is None and settings.cpu) if cpu_only is None
+                      else cpu_only, secs, stats or {})
 
     try:
         source = nbformat.reads(job.source, as_version=4)
@@ -390,9 +392,12 @@ def grade(job: Job, *, worker: str = "", queued: float = 0.0, prewarm: bool = Fa
         except Exception as exc:  # noqa: BLE001
             return result("infrastructure failure", f"the check run did not start: {exc}",
                           sandbox=slot.describe())
-        if job.requires_gpu and gpu is not None and not info.get("cuda"):
-            return result("infrastructure failure", f"CUDA_VISIBLE_DEVICES={gpu} but torch sees no GPU "
-                          f"({info.get('cuda_error', 'no error')})", sandbox=slot.describe())
+        cuda = bool(info.get("cuda"))
+        device = info.get("device", "cpu") + (f" [CUDA_VISIBLE_DEVICES={gpu}]" if gpu is not None else "")
+        if job.requires_gpu and not cuda and not settings.cpu:
+            return result("infrastructure failure", f"CUDA_VISIBLE_DEVICES={gpu} but torch sees no GPU in the "
+                          f"sandbox ({info.get('cuda_error', 'no error')}): re-run it on a GPU runner, or grade on "
+                          "CPU explicitly (--cpu)", device=device, sandbox=slot.describe(), cpu_only=False)
         timings: dict[str, float] = {}
         replies: dict[str, Any] = {}
 
@@ -432,7 +437,7 @@ def grade(job: Job, *, worker: str = "", queued: float = 0.0, prewarm: bool = Fa
         elif prepared.tampered:
             reason += "; also " + "; ".join(prepared.tampered)
         graded = nbtools.merge(prepared, executed, checks_out)
-        return result(outcome, reason, graded, device=info.get("device", ""), sandbox=slot.describe(),
-                      seconds=timings, stats=stats)
+        return result(outcome, reason, graded, device=device, sandbox=slot.describe(), seconds=timings,
+                      stats=stats, cpu_only=job.requires_gpu and not cuda)
     finally:
         slot.close()

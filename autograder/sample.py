@@ -189,8 +189,9 @@ def adversarial(assignment: str, course_root: Path) -> list[Sample]:
         Sample("loop", "an infinite loop in a cell of its own: the cell limit stops it; the hidden tests, which "
                "run apart, still score the solution", _nb_bytes(_with_cell(ref, INFINITE_LOOP)),
                ("timed out",), total, full),
-        Sample("forkbomb", "a fork bomb: stopped by the sandbox's process limit, nothing left running",
-               _nb_bytes(_with_cell(ref, FORK_BOMB)), ("graded", "crashed", "timed out"), total, full),
+        Sample("forkbomb", "a fork bomb: the kernel's sandbox stops it (cgroup memory or process limit: the "
+               "kernel is killed; rlimits: fork fails), nothing is left running, the checks are not disturbed",
+               _nb_bytes(_with_cell(ref, FORK_BOMB)), ("crashed", "graded"), total, full),
         Sample("memhog", "allocates memory until stopped: the sandbox's memory limit kills the kernel (cgroup) or refuses the "
                "allocation (rlimit)", _nb_bytes(_with_cell(ref, MEMORY_HOG)), ("crashed", "graded"), total, full),
         Sample("bigoutput", "prints 64 MB: the kept output is capped", _nb_bytes(_with_cell(ref, HUGE_OUTPUT)),
@@ -216,10 +217,13 @@ def adversarial(assignment: str, course_root: Path) -> list[Sample]:
                "torch.equal, torch.allclose and the clock and swallows every error: still the wrong solution's "
                "score", _nb_bytes(_with_cell(never_nb, TAMPER_KERNEL, position=_first_solution(never_nb))),
                ("graded",), sum(never.expect.values()), dict(never.expect)),
-        Sample("anything", "unscale_grads_ returns an object that compares equal to anything",
+        Sample("anything", "unscale_grads_ returns an object that compares equal to anything: the unscale test "
+               "checks the type, not only ==, so it loses those 2 points (the class's other tests do not use "
+               "the returned value's equality)",
                _nb_bytes(_edit_cell(ref, "gradscaler-unscale", unscale.replace(
                    "    return found_inf", "    return Anything(found_inf)") + ALWAYS_EQUAL)),
-               ("graded",), None, None),
+               ("graded",), total - graded["gradscaler-unscale-test"],
+               {**full, "gradscaler-unscale-test": 0.0}),
         Sample("corrupt", "a notebook cut in the middle (corrupt JSON)",
                _nb_bytes(ref)[: len(_nb_bytes(ref)) // 2], ("invalid",), None),
         Sample("wrongnb", "submitted the allreduce notebook for gradscaler",

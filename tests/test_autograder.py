@@ -328,3 +328,22 @@ def test_redact_replaces_hidden_lines_raw_and_escaped() -> None:
     out, n = redact(text, secrets)
     assert n == 2 and out == f"x\n{REDACTED}\n{REDACTED}\ny"
     assert redact("nothing here", secrets) == ("nothing here", 0)
+
+
+def test_options_come_from_the_command_line_then_autograder_toml(tmp_path: Path) -> None:
+    from autograder import cli
+
+    (tmp_path / "autograder.toml").write_text(
+        '[grading]\ncell_timeout = 30\ncpu = true\n[cluster]\nkind = "slurm"\npartition = "gpu"\nworkers = 8\n'
+        'gres = ""\n[gradebook]\ndb_url = "postgresql+psycopg2://grader@db/course"\n')
+    args = cli.resolve(cli.parser().parse_args(["--course", str(tmp_path), "grade", "allreduce", "--workers=3"]))
+    assert (args.cell_timeout, args.cpu, args.slurm, args.partition, args.workers, args.gres) == \
+        (30, True, True, "gpu", 3, "")
+    assert args.db_url == "postgresql+psycopg2://grader@db/course" and args.timeout == 600.0
+    assert cli._choice(args).slurm["partition"] == "gpu"
+    (tmp_path / "autograder.toml").write_text('[cluster]\nkind = "address"\n')
+    with pytest.raises(ValueError, match="needs scheduler"):
+        cli.resolve(cli.parser().parse_args(["--course", str(tmp_path), "status"]))
+    (tmp_path / "autograder.toml").write_text('[grading]\ncell_timout = 3\n')
+    with pytest.raises(ValueError, match="unknown key"):
+        cli.resolve(cli.parser().parse_args(["--course", str(tmp_path), "status"]))
