@@ -54,7 +54,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     if args.source:
         report = collect_files(root, args.assignment, Path(args.source), pattern=args.pattern)
     else:
-        report = collect_exchange(root, args.assignment)
+        report = collect_exchange(root, args.assignment, exchange=Path(args.exchange) if args.exchange else None)
     print(report.summary())
     return 0
 
@@ -283,6 +283,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("assignment")
     c.add_argument("--from", dest="source", metavar="PATH", help="a folder or .zip of notebooks (LMS export)")
     c.add_argument("--pattern", help="canvas, moodle, plain, or a regex with a (?P<student>...) group")
+    c.add_argument("--exchange", metavar="DIR", help="nbgrader's exchange root (default: the course configuration's)")
     c.set_defaults(func=cmd_collect)
 
     g = sub.add_parser("grade", help="grade the collected submissions (what is left, or --force for all)")

@@ -554,7 +554,7 @@ def _plan_mounts(workdir: Path, hide: Sequence[Path], expose: Sequence[Path], ru
             closed = _first_closed_ancestor(target, [*outer, *private], user, user)
             if closed is not None:
                 outer = _outermost([*outer, closed])
-    exposed = _outermost([*expose, *(r for r in runtime if _under(r, outer, strictly=True))])
+    exposed = _outermost([*expose, *(r for r in runtime if _under(r, [*outer, *private], strictly=True))])
     inner = _outermost(h for h in hide if h not in outer and _under(h, exposed))
 
     steps: list[tuple[str, Path]] = []

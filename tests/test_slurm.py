@@ -359,3 +359,54 @@ def test_grading_a_class_through_slurm_into_postgres(slurm, postgres, tmp_path, 
     with Gradebook(postgres.url) as gb:
         assert {s: gb.find_submission("gradscaler", s).score for s in expected} == \
             {s: v[0] for s, v in expected.items()}
+
+
+def test_grading_on_an_existing_dask_scheduler(tmp_path, pytestconfig):
+    """``--scheduler ADDRESS``: a Dask scheduler and one worker started by hand (as a lab runs them), on loopback."""
+    import socket as socketlib
+
+    from autograder import course, sample
+    from autograder.gradebook import Writer
+    from autograder.sandbox import SandboxUnavailable, check_available
+
+    try:
+        check_available()
+    except SandboxUnavailable as exc:
+        pytest.skip(f"no sandbox: {exc}")
+    with socketlib.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    bindir = Path(sys.executable).parent
+    env = {**os.environ, "PYTHONPATH": str(course.REPO), "CUDA_VISIBLE_DEVICES": ""}
+    daemons = [subprocess.Popen([str(bindir / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                                 "--dashboard-address", ":0"], env=env, cwd=course.REPO,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        daemons.append(subprocess.Popen([str(bindir / "dask"), "worker", address, "--nthreads", "1", "--nworkers", "1",
+                                         "--name", "lab-worker", "--memory-limit", "0"], env=env, cwd=course.REPO,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        samples = sample.honest("gradscaler")[:2]
+        root = tmp_path / "course"
+        root.mkdir()
+        export = sample.write_export(samples, tmp_path / "export.zip")
+        run = [sys.executable, "-m", "autograder", "--course", str(root)]
+        assert subprocess.run([*run, "collect", "gradscaler", "--from", str(export)], cwd=course.REPO).returncode == 0
+        t0 = time.monotonic()
+        out = subprocess.run([*run, "grade", "gradscaler", "--cpu", f"--scheduler={address}", "--cell-timeout=60",
+                              "--timeout=300"], cwd=course.REPO, capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+        assert f"1 worker(s) of the Dask scheduler at {address}" in out.stdout
+        _say(pytestconfig, f"2 submissions on an existing scheduler: {time.monotonic() - t0:.0f} s")
+        with Writer(f"sqlite:///{root / 'gradebook.db'}", root) as writer:
+            records = writer.records("gradscaler")
+        assert not sample.compare(samples, records), sample.compare(samples, records)
+        assert {r["worker"] for r in records} == {"lab-worker"}
+    finally:
+        for p in reversed(daemons):
+            p.terminate()
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()

@@ -543,6 +543,46 @@ def test_4_the_instructor_collects_both_paths_and_autogrades(path):
     path.done.add("autograde")
 
 
+def test_4b_the_class_autograder_collects_and_grades_the_same_submissions(path):
+    """The same class through the course's own grader: exchange and LMS export collected, graded sandboxed.
+
+    carol's renamed upload, which nbgrader's autograde could not grade, is collected under the
+    exercise's name and gets the reference solution's full score.
+    """
+    _needs(path, "submit")
+    from autograder.gradebook import Writer
+    from autograder.sandbox import SandboxUnavailable, check_available
+
+    try:
+        check_available()
+    except SandboxUnavailable as exc:
+        pytest.skip(f"no sandbox: {exc}")
+    start = time.monotonic()
+    root = path.base / "autograder-course"
+    root.mkdir()
+
+    def autograder(*args: str) -> str:
+        out = subprocess.run([sys.executable, "-m", "autograder", "--course", str(root), *args], capture_output=True,
+                             text=True, cwd=course.REPO, env=path.ienv, timeout=900)
+        assert out.returncode == 0, f"autograder {' '.join(args)}:\n{out.stdout[-4000:]}\n{out.stderr[-4000:]}"
+        return out.stdout
+
+    assert "ada" in autograder("collect", AID, "--exchange", str(path.exchange))
+    lms = autograder("collect", AID, "--from", str(path.instructor / "downloaded" / AID / "archive"))
+    assert "2 collected (bob, carol)" in lms, lms
+    assert (root / "submitted" / "carol" / AID / f"{AID}.ipynb").is_file()
+    autograder("grade", AID, "--cpu", "--workers=1", "--cell-timeout=120", "--timeout=400")
+    with Writer(f"sqlite:///{root / 'gradebook.db'}", root) as writer:
+        records = {r["student"]: r for r in writer.records(AID)}
+    points = course.graded_cells(AID)
+    assert {s: r["outcome"] for s, r in records.items()} == {"ada": "graded", "bob": "graded", "carol": "graded"}
+    assert {k: v["score"] for k, v in records["ada"]["cells"].items()} == points
+    assert {k: v["score"] for k, v in records["bob"]["cells"].items()} == path.bob.expect
+    assert records["carol"]["score"] == 10.0
+    assert all(r["cpu_only"] and r["sandbox"].startswith("bwrap") for r in records.values())
+    path.times["class autograder: collect and grade"] = time.monotonic() - start
+
+
 # --------------------------------------------------------------------------- 5. feedback
 
 
