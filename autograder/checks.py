@@ -144,15 +144,60 @@ def _device() -> dict[str, Any]:
     return info
 
 
-def _warm_up() -> None:
-    """Import what the checks use and start the fork server, before the job arrives."""
-    import multiprocessing.forkserver
+def _start_fork_server() -> str:
+    """Make this process's fork, taken now, the fork server of :func:`dlperf.grading.isolated`.
 
+    multiprocessing's own fork server is a new interpreter that imports torch
+    again (a second of CPU per submission); a fork of this process, taken
+    before the job is read (so it holds no hidden test), already has it.  The
+    fork runs multiprocessing's own server loop (``forkserver.main``) with
+    only its listening socket and liveness pipe open; every check is then
+    forked from it, exactly as from multiprocessing's server.  Where the
+    interpreter's ``forkserver`` differs from the one this was written against
+    (Python 3.10-3.13: no authentication key), multiprocessing starts its own
+    server instead.  Returns which one runs.
+    """
+    import inspect
+    from multiprocessing import connection, forkserver, util
+
+    server = forkserver._forkserver
+    expected = ["listener_fd", "alive_r", "preload", "main_path", "sys_path"]
+    if list(inspect.signature(forkserver.main).parameters) != expected or \
+            hasattr(server, "_forkserver_authkey") or server._forkserver_pid is not None:
+        forkserver.ensure_running()
+        return "multiprocessing's fork server"
+    listener = socket.socket(socket.AF_UNIX)
+    address = connection.arbitrary_address("AF_UNIX")
+    listener.bind(address)
+    if not util.is_abstract_socket_namespace(address):
+        os.chmod(address, 0o600)
+    listener.listen()
+    alive_r, alive_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the fork server: nothing of the check run's but its two fds (no reply pipe, no job)
+        try:
+            keep = {0, 1, 2, listener.fileno(), alive_r}
+            for fd in sorted(int(n) for n in os.listdir("/proc/self/fd") if int(n) not in keep):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            forkserver.main(listener.fileno(), alive_r, [], None, None)
+        finally:
+            os._exit(0)
+    os.close(alive_r)
+    listener.close()
+    server._forkserver_address = address
+    server._forkserver_alive_fd = alive_w
+    server._forkserver_pid = pid
+    return "a fork of the check run"
+
+
+def _warm_up() -> str:
+    """Import what the checks use and start the fork server, before the job arrives."""
     import torch  # noqa: F401
     from dlperf import cluster, grading, launch  # noqa: F401
 
     grading._get_context()
-    multiprocessing.forkserver.ensure_running()
+    return _start_fork_server()   # before anything touches CUDA: the checks' children may use it
 
 
 def main() -> int:
@@ -161,8 +206,9 @@ def main() -> int:
     os.dup2(devnull, 1)
     sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - lives as long as the process
     start = time.perf_counter()
-    _warm_up()
-    reply.write(json.dumps({"ready": True, "warm_up_seconds": time.perf_counter() - start, **_device()}) + "\n")
+    server = _warm_up()
+    reply.write(json.dumps({"ready": True, "warm_up_seconds": time.perf_counter() - start, "fork_server": server,
+                            **_device()}) + "\n")
     reply.flush()
     job = json.loads(sys.stdin.read())
     result = run_job(job)
