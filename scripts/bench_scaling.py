@@ -48,7 +48,11 @@ def grade(assignment: str, samples: list[sample.Sample], workers: int, extra: li
             print(result.stdout[-3000:], result.stderr[-3000:])
             raise SystemExit("autograder grade failed")
         with Writer(f"sqlite:///{root / 'gradebook.db'}", root) as writer:
-            scores = {r["student"]: r["score"] for r in writer.records(assignment)}
+            records = writer.records(assignment)
+        scores = {r["student"]: r["score"] for r in records}
+        for r in records:
+            if r["outcome"] != "graded":
+                print(f"  {workers} workers: {r['student']} {r['outcome']}: {r['reason'][:1500]}")
         return seconds, scores
     finally:
         shutil.rmtree(base, ignore_errors=True)
