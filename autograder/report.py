@@ -655,21 +655,25 @@ def _time_chart(subs: Sequence[_Sub], width: float = 1040, limit: int = 30) -> s
     label_w, value_w, row_h, top = 150.0, 70.0, 20.0, 30.0
     bar_w = width - label_w - value_w
     shown = sorted(subs, key=lambda s: (-s.seconds["total"], s.student))[:limit]
-    longest = max((max(s.seconds["total"], sum(v for _, v in _time_parts(s))) for s in shown), default=0.0) or 1.0
+    longest = max((max(s.seconds["total"], s.seconds["student"], s.seconds["checks"]) for s in shown),
+                  default=0.0) or 1.0
     colors = {key: color for key, color, _ in TIME_COLORS}
-    body = _legend([(c, label) for _, c, label in TIME_COLORS], label_w, 14)
+    body = _legend([(c, label) for key, c, label in TIME_COLORS if key != "other"], label_w, 14)
     for i, s in enumerate(shown):
         y = top + i * row_h
         body.append(f'<g class="timing" data-student="{_e(s.student)}" data-total="{s.seconds["total"]}">')
         body.append(f'<circle cx="{_f(6)}" cy="{_f(y + 8)}" r="4.5" fill="{OUTCOME_COLORS[s.outcome]}">'
                     f"<title>{_e(s.outcome)}</title></circle>")
         body.append(_text(16, y + 12, _clip(s.student, 18), cls="rowlabel"))
-        x = label_w
-        for key, value in _time_parts(s):
-            w = bar_w * value / longest
-            body.append(_rect(x, y + 2, w, 13, colors[key], f"{s.student}: {key} {_secs(value)}"))
-            x += w
-        body.append(_text(x + 6, y + 12, _secs(s.seconds["total"]), cls="val"))
+        # The student's kernel and the hidden checks run side by side: two parallel bars, not a stack.
+        total_w = bar_w * s.seconds["total"] / longest
+        body.append(_rect(label_w, y + 1, total_w, 15, "#eef0f3", f"{s.student}: total {_secs(s.seconds['total'])}"))
+        for row, key in enumerate(("student", "checks")):
+            value = s.seconds[key]
+            body.append(_rect(label_w, y + 2 + 7 * row, bar_w * value / longest, 6, colors[key],
+                              f"{s.student}: {key} {_secs(value)}"))
+        body.append(_text(label_w + max(total_w, bar_w * max(s.seconds["student"], s.seconds["checks"]) / longest)
+                          + 6, y + 12, _secs(s.seconds["total"]), cls="val"))
         body.append("</g>")
     totals = [s.seconds["total"] for s in subs]
     if totals:
@@ -952,7 +956,9 @@ def _assignment_section(index: int, name: str, subs: Sequence[_Sub], a: Mapping[
         t = a["time"]
         more = f" The {len(ran) - 30} faster ones are in the table." if len(ran) > 30 else ""
         parts.append(f'<figure class="wide"><h3>Time per submission</h3>{_time_chart(ran)}'
-                     f"<figcaption>Submissions that ran, slowest first; the dot is the outcome. "
+                     f"<figcaption>Submissions that ran, slowest first; the dot is the outcome. The student's kernel "
+                     f"(upper bar) and the hidden checks (lower bar) run side by side; the grey bar and the "
+                     f"label are the submission's wall time. "
                      f"Median {_e(_secs(t['total']['median']))}, p90 {_e(_secs(t['total']['p90']))}, "
                      f"max {_e(_secs(t['total']['max']))}.{_e(more)}</figcaption></figure>")
     parts.append("</div>")
