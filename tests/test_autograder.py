@@ -340,7 +340,7 @@ def test_options_come_from_the_command_line_then_autograder_toml(tmp_path: Path)
     assert (args.cell_timeout, args.cpu, args.slurm, args.partition, args.workers, args.gres) == \
         (30, True, True, "gpu", 3, "")
     assert args.db_url == "postgresql+psycopg2://grader@db/course" and args.timeout == 600.0
-    assert cli._choice(args).slurm["partition"] == "gpu"
+    assert cli._choice(args).slurm["queue"] == "gpu"   # dask-jobqueue calls the partition a queue
     (tmp_path / "autograder.toml").write_text('[cluster]\nkind = "address"\n')
     with pytest.raises(ValueError, match="needs scheduler"):
         cli.resolve(cli.parser().parse_args(["--course", str(tmp_path), "status"]))
