@@ -316,7 +316,8 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--assignment", default="gradscaler")
     m.add_argument("--out", default=str(course.REPO / "_build" / "sample-class"), help="its course root")
     add_grading_options(m)
-    m.set_defaults(func=cmd_sample)
+    # Short limits: the sample's infinite loop and memory hog need not take the default 120 s and 6 GiB.
+    m.set_defaults(func=cmd_sample, cell_timeout=20.0, timeout=120.0, memory=2.0)
     return p
 
 

@@ -243,6 +243,27 @@ def test_feedback_export_status_report(graded_class: dict) -> None:
     assert report.is_file() and "reference" in report.read_text()
 
 
+@pytest.mark.parametrize("assignment", ["allreduce", "ring_allreduce"])
+def test_every_fixture_of_the_other_exercises(assignment: str, tmp_path: Path) -> None:
+    """The reference, the stub and every wrong-submission fixture get their stated per-cell scores.
+
+    (gradscaler's are in the sample class above.)  These are the scores nbgrader's own autograde
+    gives them too: the hidden checks give the same verdict in the check run as in the kernel.
+    """
+    _sandbox_or_skip()
+    root = tmp_path / "course"
+    samples = sample.honest(assignment)
+    assert len(samples) >= 7
+    for s in samples:
+        folder = root / "submitted" / s.student / assignment
+        folder.mkdir(parents=True)
+        (folder / f"{assignment}.ipynb").write_bytes(s.data)
+    autograder(root, "grade", assignment, "--cpu", "--workers=2", "--cell-timeout=120", "--timeout=300")
+    with Writer(f"sqlite:///{root / 'gradebook.db'}", root) as writer:
+        records = writer.records(assignment)
+    assert not sample.compare(samples, records), "\n".join(sample.compare(samples, records))
+
+
 # ---------------------------------------------------------------------------------------------
 # Small classes of their own
 # ---------------------------------------------------------------------------------------------

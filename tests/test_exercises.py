@@ -91,11 +91,17 @@ def test_self_checks_fail_on_the_stub_and_pass_with_the_solution(aid, tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
 @pytest.mark.parametrize("aid", EXERCISES)
-def test_every_wrong_submission_gets_its_expected_score_through_nbgrader(aid):
-    """The reference solution scores 10/10, the untouched stub 0, each fixture its stated per-cell scores."""
+def test_plain_nbgrader_gives_the_stated_scores(aid):
+    """The reference solution scores 10/10, the untouched stub 0, fixtures their stated per-cell scores.
+
+    Through plain ``nbgrader autograde`` (what the course supports without the class autograder):
+    the reference, the stub and the first and last fixture of each exercise.  Every fixture is graded
+    by the class autograder in tests/test_autograder.py (which gives nbgrader's scores for all of
+    them: ``python -m autograder.course grade <id>`` runs them all through nbgrader).
+    """
     fixtures = course.snippets(aid)
     assert len(fixtures) >= 5, f"tests/submissions/{aid} needs at least five wrong submissions"
-    rows = course.check_submissions(aid)
+    rows = course.check_submissions(aid, ["solution", "stub", fixtures[0].stem, fixtures[-1].stem])
     report, wrong = [], []
     for name, expected, graded in rows:
         got = graded.scores
