@@ -313,7 +313,9 @@ class Slot:
 
 
 _spare: dict[tuple[Any, ...], Slot] = {}
+_warming: list[threading.Thread] = []
 _lock = threading.Lock()
+_swept = False
 
 
 def _gpu_devices() -> str | None:
@@ -326,6 +328,12 @@ def _gpu_devices() -> str | None:
 
 def _take_slot(settings: Settings, gpu: str | None, requires: bool, prewarm: bool) -> Slot:
     """The warm slot if one matches, else a new one; then start the next one in the background."""
+    global _swept
+    if not _swept:
+        _swept = True
+        from .sandbox import sweep_stale_cgroups
+
+        sweep_stale_cgroups()   # what a grader killed earlier on this machine left behind
     key = (settings, gpu, requires)
     with _lock:
         slot = _spare.pop(key, None)
@@ -339,12 +347,19 @@ def _take_slot(settings: Settings, gpu: str | None, requires: bool, prewarm: boo
                 _spare[key] = spare
             if old is not None:
                 old.close()
-        threading.Thread(target=make, daemon=True).start()
+        thread = threading.Thread(target=make, daemon=True)
+        with _lock:
+            _warming[:] = [t for t in _warming if t.is_alive()] + [thread]
+        thread.start()
     return slot
 
 
 def release_spares() -> None:
-    """Close the warm slots of this process (at the end of a class)."""
+    """Close the warm slots of this process (at the end of a class), after those still warming up."""
+    with _lock:
+        warming = list(_warming)
+    for thread in warming:
+        thread.join(120)
     with _lock:
         slots = list(_spare.values())
         _spare.clear()

@@ -430,6 +430,35 @@ def _v1_parents() -> dict[str, Path] | None:
     return parents
 
 
+def sweep_stale_cgroups() -> list[Path]:
+    """Remove the empty cgroups of sandboxes whose creator is gone (a grader killed with SIGKILL).
+
+    A sandbox's groups are named ``dlperf-<name>-<creator pid>-<n>``; one whose creator no longer
+    runs and that holds no process is removed.  Returns what was removed.  Safe to call any time.
+    """
+    parents: list[Path] = list((_v1_parents() or {}).values())
+    v2 = _v2_parent()
+    if v2 is not None:
+        parents.append(v2)
+    removed = []
+    for parent in parents:
+        for group in parent.glob("dlperf-*-*-*"):
+            match = re.fullmatch(r"dlperf-.*-(\d+)-\d+", group.name)
+            if not match or not group.is_dir():
+                continue
+            pid = int(match.group(1))
+            try:
+                os.kill(pid, 0)
+                continue            # its creator still runs
+            except ProcessLookupError:
+                pass
+            except PermissionError:
+                continue
+            if not _procs(group) and _rmdir(group):
+                removed.append(group)
+    return removed
+
+
 def _wait_until(done: Callable[[], object], timeout: float) -> bool:
     """Poll ``done()`` until true or ``timeout`` seconds; its last value."""
     deadline = time.monotonic() + timeout

@@ -625,3 +625,27 @@ def test_jupyter_kernel_over_ipc(tmp_path: Path) -> None:
         finally:
             kc.stop_channels()
             km.shutdown_kernel(now=True)
+
+
+def test_stale_cgroups_of_a_killed_grader_are_swept() -> None:
+    """Groups named after a creator that is gone and holding no process are removed; others stay."""
+    from autograder import sandbox
+
+    parents = list((sandbox._v1_parents() or {}).values())
+    if not parents and sandbox._v2_parent() is None:
+        pytest.skip("no writable cgroup here (not root, or no delegation)")
+    parent = parents[0] if parents else sandbox._v2_parent()
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = parent / f"dlperf-test-{gone.pid}-0"
+    alive = parent / f"dlperf-test-{os.getpid()}-0"
+    stale.mkdir()
+    alive.mkdir()
+    try:
+        removed = sandbox.sweep_stale_cgroups()
+        assert stale in removed and not stale.exists()
+        assert alive.exists() and alive not in removed
+    finally:
+        for group in (stale, alive):
+            if group.exists():
+                group.rmdir()
