@@ -21,7 +21,6 @@ import contextlib
 import datetime as dt
 import fcntl
 import hashlib
-import json
 import logging
 import os
 import shutil
@@ -29,7 +28,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -248,11 +247,13 @@ class ClassRun:
 
 
 def grade_class(assignment: str, *, course_root: Path, db_url: str, students: Sequence[str] | None = None,
-                force: bool = False, settings: Settings = Settings(), choice: ClusterChoice = ClusterChoice(),
+                force: bool = False, settings: Settings | None = None, choice: ClusterChoice | None = None,
                 retries: int = 1, progress: Callable[[str], None] | None = print) -> ClassRun:
     """Grade the collected submissions of ``assignment`` (all, or ``students``) into the gradebook."""
     from distributed import as_completed
 
+    settings = settings or Settings()
+    choice = choice or ClusterChoice()
     say = progress or (lambda _: None)
     start = time.monotonic()
     with single_grader(course_root), Writer(db_url, course_root) as writer:
@@ -349,13 +350,5 @@ def ensure_assignment(assignment: str, course_root: Path, db_url: str) -> None:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def settings_with(settings: Settings, **changes: Any) -> Settings:
-    return replace(settings, **{k: v for k, v in changes.items() if v is not None})
-
-
-def dump_records(records: Sequence[dict[str, Any]]) -> str:
-    return json.dumps(records, indent=1, default=str)
-
-
 __all__ = ["ClassRun", "ClusterChoice", "connect", "ensure_assignment", "find_submissions", "grade_class",
-           "local_gpus", "make_jobs", "requires_gpu", "settings_with"]
+           "local_gpus", "make_jobs", "requires_gpu"]

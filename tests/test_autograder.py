@@ -195,7 +195,7 @@ def test_sandbox_kept_student_code_in(graded_class: dict) -> None:
 
 
 def test_gradebook_is_nbgraders_and_consistent(graded_class: dict) -> None:
-    from nbgrader.api import Gradebook
+    from nbgrader.api import Gradebook, MissingEntry
 
     root = graded_class["root"]
     db = root / "gradebook.db"
@@ -203,7 +203,7 @@ def test_gradebook_is_nbgraders_and_consistent(graded_class: dict) -> None:
     with Gradebook(f"sqlite:///{db}") as gb:
         for student, record in graded_class["records"].items():
             if record["score"] is None:
-                with pytest.raises(Exception):
+                with pytest.raises(MissingEntry):
                     gb.find_submission(ASSIGNMENT, student)
                 continue
             submission = gb.find_submission(ASSIGNMENT, student)
