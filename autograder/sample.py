@@ -189,9 +189,11 @@ def adversarial(assignment: str, course_root: Path) -> list[Sample]:
         Sample("loop", "an infinite loop in a cell of its own: the cell limit stops it; the hidden tests, which "
                "run apart, still score the solution", _nb_bytes(_with_cell(ref, INFINITE_LOOP)),
                ("timed out",), total, full),
-        Sample("forkbomb", "a fork bomb: the kernel's sandbox stops it (cgroup memory or process limit: the "
-               "kernel is killed; rlimits: fork fails), nothing is left running, the checks are not disturbed",
-               _nb_bytes(_with_cell(ref, FORK_BOMB)), ("crashed", "graded"), total, full),
+        Sample("forkbomb", "a fork bomb: the kernel's sandbox stops it and nothing is left running; which limit "
+               "ends it depends on the race (the memory limit kills the kernel: crashed; the process limit makes "
+               "fork fail in a kernel whose forked copies hold its sockets: the cell limit ends it, timed out; "
+               "fork fails cleanly: graded); the checks, in their own sandbox, are not disturbed",
+               _nb_bytes(_with_cell(ref, FORK_BOMB)), ("crashed", "timed out", "graded"), total, full),
         Sample("memhog", "allocates memory until stopped: the sandbox's memory limit kills the kernel (cgroup) or refuses the "
                "allocation (rlimit)", _nb_bytes(_with_cell(ref, MEMORY_HOG)), ("crashed", "graded"), total, full),
         Sample("bigoutput", "prints 64 MB: the kept output is capped", _nb_bytes(_with_cell(ref, HUGE_OUTPUT)),
