@@ -41,7 +41,6 @@ import secrets
 import shutil
 import stat
 import struct
-import sys
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -287,9 +286,7 @@ def _check_assignment(assignment: str) -> None:
 
 def _exchange_api(course_root: Path, exchange: Path | None) -> Any:
     """``NbGraderAPI`` with the course's configuration rooted at ``course_root`` (as in :mod:`autograder.course`)."""
-    bindir = str(Path(sys.executable).parent)  # nbgrader runs `alembic` (gradebook migrations) from PATH
-    if bindir not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+    course.alembic_on_path()
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
 

@@ -95,7 +95,7 @@ def _local_cluster(choice: ClusterChoice) -> tuple[Any, str]:
     workers: dict[str, Any] = {}
     if gpus:
         chosen = gpus[: choice.workers] if choice.workers else gpus
-        for i, gpu in enumerate(chosen):
+        for gpu in chosen:
             workers[f"gpu{gpu}"] = {"cls": Nanny, "options": {
                 "nthreads": 1, "memory_limit": 0, "resources": {"GPU": 1}, "silence_logs": logging.WARNING,
                 "env": {"CUDA_VISIBLE_DEVICES": gpu}, "name": f"gpu{gpu}"}}
@@ -278,10 +278,14 @@ def grade_class(assignment: str, *, course_root: Path, db_url: str, students: Se
             say(f"{assignment}: nothing left to grade")
             return ClassRun(writer.records(assignment), skipped, time.monotonic() - start, 0, "")
         with connect(choice) as (client, what):
-            workers = len(client.scheduler_info()["workers"]) or 1
+            infos = client.scheduler_info()["workers"]
+            workers = len(infos) or 1
             say(f"{assignment}: grading {len(todo)} submission(s) on {what}"
                 f"{' (CPU grading of a GPU exercise: marked in the records)' if settings.cpu and todo[0].requires_gpu else ''}")
-            resources = {"GPU": 1} if choice.kind == "local" and not choice.cpu_workers and local_gpus() else None
+            # One submission per GPU: ask for the GPU resource where the workers offer it (local GPU
+            # workers, Slurm jobs with GRES, a lab's workers started with --resources GPU=1).
+            gpu_workers = bool(infos) and all(w.get("resources", {}).get("GPU") for w in infos.values())
+            resources = {"GPU": 1} if gpu_workers else None
             attempts = {j.student: 1 for j in todo}
             by_key = {}
             futures = []

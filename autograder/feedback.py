@@ -39,8 +39,7 @@ def generate_feedback(assignment: str, course_root: Path, db_url: str,
     """Write ``feedback/<student>/<assignment>/<assignment>.html`` for graded students; the paths."""
     api = course._api(course_root, db_url=db_url)
     targets = list(students) if students else sorted(
-        p.parent.name for p in (course_root / "autograded").glob(f"*/{assignment}") if p.is_dir()
-        for p in [p])
+        p.parent.name for p in (course_root / "autograded").glob(f"*/{assignment}") if p.is_dir())
     hidden = course.secret_lines(assignment, solutions=False)
     paths = []
     for student in targets:

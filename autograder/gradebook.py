@@ -115,15 +115,12 @@ class Writer:
         if assignment is not None:
             query = query.where(RUNS.c.assignment == assignment)
         latest: dict[tuple[str, str], dict[str, Any]] = {}
-        counts: dict[tuple[str, str, str], int] = {}
         with self.gb.engine.connect() as conn:
             for row in conn.execute(query).mappings():
                 record = dict(row)
                 record["cells"] = json.loads(record["cells"])
                 record["seconds"] = json.loads(record["seconds"])
                 latest[(record["assignment"], record["student"])] = record
-                key = (record["assignment"], record["student"], record["digest"])
-                counts[key] = counts.get(key, 0) + 1
         return sorted(latest.values(), key=lambda r: (r["assignment"], r["student"]))
 
     def history(self, assignment: str, student: str) -> list[dict[str, Any]]:

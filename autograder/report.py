@@ -645,11 +645,6 @@ TIME_COLORS = (("student", "#56B4E9", "student kernel"), ("checks", "#E69F00", "
                ("other", "#c9d1da", "other (start-up, collection)"))
 
 
-def _time_parts(s: _Sub) -> list[tuple[str, float]]:
-    kernel, checks = s.seconds["student"], s.seconds["checks"]
-    return [("student", kernel), ("checks", checks), ("other", max(s.seconds["total"] - kernel - checks, 0.0))]
-
-
 def _time_chart(subs: Sequence[_Sub], width: float = 1040, limit: int = 30) -> str:
     """Stacked horizontal bars of time per submission (kernel, checks, the rest), slowest first, at most ``limit``."""
     label_w, value_w, row_h, top = 150.0, 70.0, 20.0, 30.0

@@ -24,6 +24,7 @@ re-run later, never scored).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -34,7 +35,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -95,9 +96,6 @@ class Result:
     seconds: dict[str, float]
     stats: dict[str, Any] = field(default_factory=dict)
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 # ---------------------------------------------------------------------------------------------
 # The student run: a kernel in the sandbox
@@ -121,6 +119,7 @@ def _kernel_manager(sandbox: Sandbox, workdir: Path, env: Mapping[str, str]) -> 
                                   connection_file=str(workdir / "kernel.json"))
 
 
+@functools.cache
 def _client_class() -> Any:
     from nbclient import NotebookClient
 
@@ -275,7 +274,7 @@ class Slot:
     cannot starve the hidden checks, and the other way round.
     """
 
-    def __init__(self, settings: Settings, gpu_devices: str | None, requires: bool):
+    def __init__(self, settings: Settings, gpu_devices: str | None):
         self.workdir = Path(tempfile.mkdtemp(prefix="dlperf-sub-"))
         self.settings = settings
         hide = [REPO, Path.home(), *map(Path, settings.hide)]
@@ -326,7 +325,7 @@ def _gpu_devices() -> str | None:
     return value
 
 
-def _take_slot(settings: Settings, gpu: str | None, requires: bool, prewarm: bool) -> Slot:
+def _take_slot(settings: Settings, gpu: str | None, prewarm: bool) -> Slot:
     """The warm slot if one matches, else a new one; then start the next one in the background."""
     global _swept
     if not _swept:
@@ -334,14 +333,14 @@ def _take_slot(settings: Settings, gpu: str | None, requires: bool, prewarm: boo
         from .sandbox import sweep_stale_cgroups
 
         sweep_stale_cgroups()   # what a grader killed earlier on this machine left behind
-    key = (settings, gpu, requires)
+    key = (settings, gpu)
     with _lock:
         slot = _spare.pop(key, None)
     if slot is None:
-        slot = Slot(settings, gpu, requires)
+        slot = Slot(settings, gpu)
     if prewarm:
         def make() -> None:
-            spare = Slot(settings, gpu, requires)
+            spare = Slot(settings, gpu)
             with _lock:
                 old = _spare.pop(key, None)
                 _spare[key] = spare
@@ -397,7 +396,7 @@ def grade(job: Job, *, worker: str = "", queued: float = 0.0, prewarm: bool = Fa
                       "runner, or grade on CPU explicitly (--cpu)")
 
     try:
-        slot = _take_slot(settings, gpu, job.requires_gpu, prewarm)
+        slot = _take_slot(settings, gpu, prewarm)
     except Exception as exc:  # noqa: BLE001 - the runner's own failure, not the student's
         return result("infrastructure failure", f"could not start the sandbox: {type(exc).__name__}: {exc}")
     deadline = start + settings.submission_timeout

@@ -254,6 +254,16 @@ def sample_class(assignment: str, course_root: Path, *, adversarial_part: bool =
     return samples
 
 
+def place(samples: Sequence[Sample], course_root: Path, assignment: str, timestamp: str | None = None) -> None:
+    """Put the samples straight into nbgrader's ``submitted/<student>/<assignment>/`` (no collection step)."""
+    for s in samples:
+        folder = Path(course_root) / "submitted" / s.student / assignment
+        folder.mkdir(parents=True)
+        (folder / f"{assignment}.ipynb").write_bytes(s.data)
+        if timestamp is not None:
+            (folder / "timestamp.txt").write_text(timestamp)
+
+
 def write_export(samples: Sequence[Sample], path: Path) -> Path:
     """The samples as an LMS export: a zip of Canvas-named files with their submission times."""
     path.parent.mkdir(parents=True, exist_ok=True)

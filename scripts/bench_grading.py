@@ -51,14 +51,6 @@ c.CourseDirectory.db_url = {db!r}
 """
 
 
-def _submit(root: Path, assignment: str, samples: list[sample.Sample]) -> None:
-    for s in samples:
-        folder = root / "submitted" / s.student / assignment
-        folder.mkdir(parents=True)
-        (folder / f"{assignment}.ipynb").write_bytes(s.data)
-        (folder / "timestamp.txt").write_text("2026-11-21 12:00:00.000000 UTC")
-
-
 def run_nbgrader(base: Path, assignment: str, samples: list[sample.Sample]) -> tuple[float, dict[str, float]]:
     root = base / "nbgrader"
     root.mkdir()
@@ -69,7 +61,7 @@ def run_nbgrader(base: Path, assignment: str, samples: list[sample.Sample]) -> t
     nbgrader = [sys.executable, "-m", "nbgrader"]
     subprocess.run([*nbgrader, "generate_assignment", assignment, "--force"], cwd=root, env=env, check=True,
                    capture_output=True)
-    _submit(root, assignment, samples)
+    sample.place(samples, root, assignment, "2026-11-21 12:00:00.000000 UTC")
     start = time.perf_counter()
     result = subprocess.run([*nbgrader, "autograde", assignment, "--create"], cwd=root, env=env,
                             capture_output=True, text=True)
@@ -87,7 +79,7 @@ def run_nbgrader(base: Path, assignment: str, samples: list[sample.Sample]) -> t
 def run_autograder(base: Path, assignment: str, samples: list[sample.Sample], workers: int) -> tuple[float, dict]:
     root = base / "autograder"
     root.mkdir()
-    _submit(root, assignment, samples)
+    sample.place(samples, root, assignment, "2026-11-21 12:00:00.000000 UTC")
     start = time.perf_counter()
     result = subprocess.run([sys.executable, "-m", "autograder", "--course", str(root), "grade", assignment,
                              "--cpu", f"--workers={workers}"], cwd=REPO, capture_output=True, text=True)

@@ -36,10 +36,7 @@ def grade(assignment: str, samples: list[sample.Sample], workers: int, extra: li
     base = Path(tempfile.mkdtemp(prefix="dlperf-bench-scaling-"))
     try:
         root = base / "course"
-        for s in samples:
-            folder = root / "submitted" / s.student / assignment
-            folder.mkdir(parents=True)
-            (folder / f"{assignment}.ipynb").write_bytes(s.data)
+        sample.place(samples, root, assignment)
         start = time.perf_counter()
         result = subprocess.run([sys.executable, "-m", "autograder", "--course", str(root), "grade", assignment,
                                  "--cpu", f"--workers={workers}", *extra], cwd=REPO, capture_output=True, text=True)

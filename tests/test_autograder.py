@@ -254,10 +254,7 @@ def test_every_fixture_of_the_other_exercises(assignment: str, tmp_path: Path) -
     root = tmp_path / "course"
     samples = sample.honest(assignment)
     assert len(samples) >= 7
-    for s in samples:
-        folder = root / "submitted" / s.student / assignment
-        folder.mkdir(parents=True)
-        (folder / f"{assignment}.ipynb").write_bytes(s.data)
+    sample.place(samples, root, assignment)
     autograder(root, "grade", assignment, "--cpu", "--workers=2", "--cell-timeout=120", "--timeout=300")
     with Writer(f"sqlite:///{root / 'gradebook.db'}", root) as writer:
         records = writer.records(assignment)
