@@ -1,27 +1,34 @@
-"""The check run: the hidden test cells, executed in a process where no student code runs.
+"""The check run: the hidden test cells, in the trusted process that decides the scores.
 
-Started (inside the submission's sandbox) as ``python -m autograder.checks``
-*before* the submission is known: it imports torch and the grading library and
-starts the fork server from which every hidden check forks, then says
-``ready`` and waits for its job on stdin.  A worker keeps one warm for the next
-submission, so the imports are off the critical path.
+Started (inside its own sandbox) as ``python -m autograder.checks`` *before*
+the submission is known: it imports torch and the grading library, makes
+itself non-dumpable (no process of the same user may trace it or read its
+memory, descriptors or environment) and forks the **zygote**
+(:mod:`autograder.trusted.zygote`) from which every process that runs student
+code is started -- a fork taken now holds no hidden test, since the job has not
+been read.  Then it says ``ready`` and waits for its job on stdin.  A worker
+keeps one warm for the next submission, so all of this is off the critical
+path.
 
 The job (JSON, see :meth:`autograder.notebook.Prepared.check_job`) holds the
-instructor's setup cells, the student's solution cells and the hidden test
-cells.  The setup and test cells are the instructor's code and are executed
-here; a solution cell is **not** executed here: each name it defines is bound to
-a placeholder whose source is that cell, so that the test cell's
-``isolated(check, allreduce, ...)`` runs the student's cell in a fresh child
-process, as it does in the notebook.  Each test cell's outputs are recorded the
-way a Jupyter kernel would (stdout, stderr, the value of the last expression,
-the error), except that an error carries a one-line traceback: frames of a
-hidden test cell never leave this process.
+instructor's setup cells, the student's solution cells, the hidden test cells,
+the submission's time budget and its secret (the seed of every random input,
+:mod:`autograder.trusted.seeds`).  The setup and test cells are the
+instructor's code and run here; a solution cell never runs here: each name it
+defines is bound to a placeholder whose source is that cell, so that a test
+cell's ``Student(allreduce)`` (:mod:`autograder.trusted`) loads the student's
+cell into a separate process and drives it with plain data.  Each test cell's
+outputs are recorded the way a Jupyter kernel would record them (stdout,
+stderr, the value of the last expression, the error), except that an error
+carries a one-line traceback: frames of a hidden test never leave this process.
 
-Protocol: one line ``{"ready": true, ...}`` then, after the job was read
-until EOF, one JSON line with ``{"tests": {grade_id: {"outputs": [...],
-"seconds": s}}, "setup_error": ...}``, on the file descriptor that was stdout
-at start-up (file descriptor 1 itself is pointed at ``/dev/null``, so nothing
-else written there can corrupt the reply).
+Protocol, one JSON line each, on the file descriptor that was stdout at
+start-up (file descriptor 1 itself points at ``/dev/null``, so nothing else
+written there can corrupt it): ``{"ready": true, ...}``; after the job was
+read to EOF, ``{"start": grade_id}`` before and ``{"test": grade_id,
+"outputs": [...], "seconds": s}`` after each test cell, so that the results
+of the cells that finished survive if this process dies; and last
+``{"done": true, "setup_error": ..., "isolation": [...]}``.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 
@@ -45,14 +52,15 @@ def _register(filename: str, source: str) -> None:
 
 
 def _placeholder(name: str, filename: str) -> Any:
-    """A function whose code claims to come from ``filename``: :func:`solution_source` finds the cell.
+    """A function whose code claims to come from ``filename``: :func:`autograder.trusted.solution_parts` finds
+    the cell.
 
-    Classes get a function placeholder too: the hidden test only hands it to
-    :func:`dlperf.grading.isolated`, which looks for the defining cell.
+    Classes get a function placeholder too: a hidden test only hands it to
+    :class:`autograder.trusted.Student`, which looks for the defining cell.
     """
     namespace: dict[str, Any] = {}
-    code = compile(f"def {name}(*args, **kwargs):\n    raise RuntimeError('the solution runs only inside the "
-                   "hidden check')\n", filename, "exec")
+    code = compile(f"def {name}(*args, **kwargs):\n    raise RuntimeError('the solution runs only in its own process: "
+                   "use autograder.trusted.Student')\n", filename, "exec")
     exec(code, namespace)  # noqa: S102 - our own two lines
     return namespace[name]
 
@@ -106,11 +114,15 @@ def run_cell(source: str, filename: str, namespace: dict[str, Any]) -> list[dict
     return outputs
 
 
-def run_job(job: Mapping[str, Any]) -> dict[str, Any]:
-    """Setup cells, solution placeholders, then every test cell; outputs and seconds per test cell."""
-    from dlperf import grading
+def run_job(job: Mapping[str, Any], emit: Callable[[dict[str, Any]], None] = lambda line: None) -> dict[str, Any]:
+    """Setup cells, solution placeholders, then every test cell; outputs and seconds per test cell.
 
-    grading.set_deadline(job.get("budget"))
+    ``emit`` receives each progress line (``start``, ``test``) as it happens.
+    """
+    from autograder.trusted import seeds, student
+
+    student.set_deadline(job.get("budget"))
+    seeds.set_secret(job.get("secret"))
     namespace: dict[str, Any] = {"__name__": "__main__"}
     setup_error = None
     for i, source in enumerate(job["setup"]):
@@ -125,10 +137,12 @@ def run_job(job: Mapping[str, Any]) -> dict[str, Any]:
             namespace[name] = _placeholder(name, filename)
     tests: dict[str, Any] = {}
     for cell in job["tests"]:
+        emit({"start": cell["grade_id"]})
         start = time.perf_counter()
         outputs = run_cell(cell["source"], f"<test {cell['grade_id']}>", namespace)
         tests[cell["grade_id"]] = {"outputs": outputs, "seconds": time.perf_counter() - start}
-    return {"tests": tests, "setup_error": setup_error}
+        emit({"test": cell["grade_id"], **tests[cell["grade_id"]]})
+    return {"tests": tests, "setup_error": setup_error, "isolation": sorted(student.isolations)}
 
 
 def _device() -> dict[str, Any]:
@@ -144,60 +158,21 @@ def _device() -> dict[str, Any]:
     return info
 
 
-def _start_fork_server() -> str:
-    """Make this process's fork, taken now, the fork server of :func:`dlperf.grading.isolated`.
-
-    multiprocessing's own fork server is a new interpreter that imports torch
-    again (a second of CPU per submission); a fork of this process, taken
-    before the job is read (so it holds no hidden test), already has it.  The
-    fork runs multiprocessing's own server loop (``forkserver.main``) with
-    only its listening socket and liveness pipe open; every check is then
-    forked from it, exactly as from multiprocessing's server.  Where the
-    interpreter's ``forkserver`` differs from the one this was written against
-    (Python 3.10-3.13: no authentication key), multiprocessing starts its own
-    server instead.  Returns which one runs.
-    """
-    import inspect
-    from multiprocessing import connection, forkserver, util
-
-    server = forkserver._forkserver
-    expected = ["listener_fd", "alive_r", "preload", "main_path", "sys_path"]
-    if list(inspect.signature(forkserver.main).parameters) != expected or \
-            hasattr(server, "_forkserver_authkey") or server._forkserver_pid is not None:
-        forkserver.ensure_running()
-        return "multiprocessing's fork server"
-    listener = socket.socket(socket.AF_UNIX)
-    address = connection.arbitrary_address("AF_UNIX")
-    listener.bind(address)
-    if not util.is_abstract_socket_namespace(address):
-        os.chmod(address, 0o600)
-    listener.listen()
-    alive_r, alive_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the fork server: nothing of the check run's but its two fds (no reply pipe, no job)
-        try:
-            keep = {0, 1, 2, listener.fileno(), alive_r}
-            for fd in sorted(int(n) for n in os.listdir("/proc/self/fd") if int(n) not in keep):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-            forkserver.main(listener.fileno(), alive_r, [], None, None)
-        finally:
-            os._exit(0)
-    os.close(alive_r)
-    listener.close()
-    server._forkserver_address = address
-    server._forkserver_alive_fd = alive_w
-    server._forkserver_pid = pid
-    return "a fork of the check run"
-
-
 def _warm_up() -> str:
-    """Import what the checks use and start the fork server, before the job arrives."""
+    """Import what the checks use, stop being traceable, fork the zygote; before the job arrives."""
     import torch  # noqa: F401
-    from dlperf import cluster, grading, launch  # noqa: F401
 
-    grading._get_context()
-    return _start_fork_server()   # before anything touches CUDA: the checks' children may use it
+    import dlperf.cluster  # noqa: F401
+    import dlperf.grading.host  # noqa: F401
+    import dlperf.grading.relay  # noqa: F401
+    from autograder.trusted import zygote
+
+    zygote.make_non_dumpable()   # no ptrace, no /proc/<pid>/mem, fd or environ for the student's processes
+    # The zygote is a fork of this process taken now: it holds no hidden test (the job is not read yet)
+    # and no CUDA context (nothing touched CUDA yet), so the hosts it forks may use the GPU.
+    made = zygote.Zygote.fork()
+    zygote.set_zygote(made)
+    return made.how
 
 
 def main() -> int:
@@ -207,13 +182,17 @@ def main() -> int:
     sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - lives as long as the process
     start = time.perf_counter()
     server = _warm_up()
-    reply.write(json.dumps({"ready": True, "warm_up_seconds": time.perf_counter() - start, "fork_server": server,
+    reply.write(json.dumps({"ready": True, "warm_up_seconds": time.perf_counter() - start, "zygote": server,
                             **_device()}) + "\n")
     reply.flush()
     job = json.loads(sys.stdin.read())
-    result = run_job(job)
-    reply.write(json.dumps(result) + "\n")
-    reply.flush()
+
+    def emit(line: dict[str, Any]) -> None:
+        reply.write(json.dumps(line) + "\n")
+        reply.flush()
+
+    result = run_job(job, emit)
+    emit({"done": True, "setup_error": result["setup_error"], "isolation": result["isolation"]})
     return 0
 
 

@@ -21,6 +21,7 @@ import contextlib
 import datetime as dt
 import fcntl
 import hashlib
+import hmac
 import logging
 import os
 import shutil
@@ -181,15 +182,37 @@ def find_submissions(course_root: Path, assignment: str) -> list[Submission]:
     return found
 
 
-def make_jobs(assignment: str, submissions: Sequence[Submission], settings: Settings) -> list[Job]:
+def course_key(course_root: Path) -> bytes:
+    """The course's secret key (``.autograder-key`` in the course root, made on first use, mode 0600).
+
+    Each submission's check run gets ``HMAC(key, assignment, digest)`` as the seed of its
+    random inputs (:mod:`autograder.trusted.seeds`): new inputs for every changed file,
+    the same on a regrade, and nothing a student can compute.
+    """
+    path = Path(course_root) / ".autograder-key"
+    try:
+        return bytes.fromhex(path.read_text().strip())
+    except (OSError, ValueError):
+        key = os.urandom(32)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(key.hex() + "\n")
+        return key
+
+
+def make_jobs(assignment: str, submissions: Sequence[Submission], settings: Settings,
+              course_root: Path | None = None) -> list[Job]:
     source = course.source_notebook(assignment).read_text()
     release = course.release_notebook(assignment).read_text()
     gpu = requires_gpu(assignment)
     others = _other_ids(assignment)
+    key = course_key(course_root) if course_root is not None else os.urandom(32)
     jobs = []
     for sub in submissions:
         data = sub.path.read_bytes()
-        jobs.append(Job(assignment, sub.student, data, source, release, digest(data), gpu, others, settings))
+        sha = digest(data)
+        secret = hmac.new(key, f"{assignment}\0{sha}".encode(), hashlib.sha256).hexdigest()
+        jobs.append(Job(assignment, sub.student, data, source, release, sha, gpu, others, settings, secret=secret))
     return jobs
 
 
@@ -265,7 +288,7 @@ def grade_class(assignment: str, *, course_root: Path, db_url: str, students: Se
             if missing:
                 raise ValueError(f"no collected {assignment} submission for: {', '.join(sorted(missing))}")
             subs = [s for s in subs if s.student in wanted]
-        jobs = make_jobs(assignment, subs, settings)
+        jobs = make_jobs(assignment, subs, settings, course_root)
         done = {} if force else writer.done(assignment)
         skipped = [j.student for j in jobs if done.get(j.student) == j.digest]
         todo = [j for j in jobs if done.get(j.student) != j.digest]

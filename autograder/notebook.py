@@ -109,8 +109,9 @@ def is_locked(cell: Any) -> bool:
     return bool(_meta(cell).get("locked"))
 
 
-def defined_names(source: str) -> set[str]:
-    """Top-level names a cell defines (functions, classes, assignments, imports); empty if it does not parse."""
+def defined_names(source: str, imports: bool = True) -> set[str]:
+    """Top-level names a cell defines (functions, classes, assignments, and imports unless ``imports=False``);
+    empty if it does not parse."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -123,7 +124,7 @@ def defined_names(source: str) -> set[str]:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
                 names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+        elif isinstance(node, (ast.Import, ast.ImportFrom)) and imports:
             names.update((a.asname or a.name).split(".")[0] for a in node.names if a.name != "*")
     return names
 
@@ -248,7 +249,8 @@ def _solutions(nb: NotebookNode, source: NotebookNode) -> list[SolutionCell]:
         if is_solution(cell) and cell.cell_type == "code":
             gid = grade_id(cell)
             code = student.get(gid, "")
-            names = defined_names(cell.source) | defined_names(code)
+            # Imports are not solution names: the check run keeps its own (the setup cells' torch, F, ...).
+            names = defined_names(cell.source, imports=False) | defined_names(code, imports=False)
             result.append(SolutionCell(gid, code, tuple(sorted(names))))
     return result
 

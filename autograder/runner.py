@@ -24,9 +24,11 @@ re-run later, never scored).
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import json
 import os
+import queue
 import shutil
 import socket
 import subprocess
@@ -76,6 +78,7 @@ class Job:
     requires_gpu: bool = False
     others: dict[str, list[str]] = field(default_factory=dict)   # other assignments' grade ids
     settings: Settings = field(default_factory=Settings)
+    secret: str = ""                     # seeds the hidden checks' random inputs (autograder.trusted.seeds)
 
 
 @dataclass
@@ -215,28 +218,66 @@ class CheckRun:
         argv = sandbox.command([sys.executable, "-m", "autograder.checks"], env)
         self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                         cwd=str(workdir), start_new_session=True)
+        self.lines: queue.Queue[bytes] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
         self.info: dict[str, Any] | None = None
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+        self.lines.put(b"")
+
+    def _line(self, timeout: float) -> dict[str, Any] | None:
+        """The next JSON line, or None at EOF, after ``timeout`` s, or for a line that is not JSON."""
+        try:
+            line = self.lines.get(timeout=max(0.0, timeout))
+        except queue.Empty:
+            return None
+        if not line:
+            self.lines.put(b"")   # EOF stays EOF
+            return None
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            return None
+        return value if isinstance(value, dict) else None
 
     def ready(self, timeout: float) -> dict[str, Any]:
         """Wait for the warm-up; the process's report (host, device)."""
         if self.info is None:
-            line = _readline(self.process, timeout)
-            if not line:
+            info = self._line(timeout)
+            if not info or not info.get("ready"):
                 raise RuntimeError(f"the check run did not start (exit code {self.process.poll()}): "
                                    + self.tail())
-            self.info = json.loads(line)
+            self.info = info
         return self.info
 
-    def run(self, job: Mapping[str, Any], timeout: float) -> dict[str, Any] | None:
-        """Send the job; the reply, or None if the process died or ran out of time."""
+    def run(self, job: Mapping[str, Any], timeout: float) -> dict[str, Any]:
+        """Send the job; what came back: ``tests`` (those that finished), ``done`` (all ran),
+        ``running`` (the test cell it was in when it stopped), ``timed_out``, ``setup_error``, ``isolation``."""
         assert self.process.stdin is not None
+        got: dict[str, Any] = {"tests": {}, "done": False, "running": None, "timed_out": False,
+                               "setup_error": None, "isolation": []}
         try:
             self.process.stdin.write(json.dumps(job).encode())
             self.process.stdin.close()
         except BrokenPipeError:
-            return None
-        line = _readline(self.process, timeout)
-        return json.loads(line) if line else None
+            return got
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self._line(deadline - time.monotonic())
+            if line is None:
+                got["timed_out"] = time.monotonic() >= deadline
+                return got
+            if "start" in line:
+                got["running"] = line["start"]
+            elif "test" in line:
+                got["tests"][line["test"]] = {"outputs": line.get("outputs", []), "seconds": line.get("seconds", 0.0)}
+                got["running"] = None
+            elif line.get("done"):
+                got.update(done=True, setup_error=line.get("setup_error"), isolation=line.get("isolation", []))
+                return got
 
     def tail(self) -> str:
         self.log.flush()
@@ -250,15 +291,6 @@ class CheckRun:
             self.process.kill()
         self.process.wait()
         self.log.close()
-
-
-def _readline(process: subprocess.Popen, timeout: float) -> bytes | None:
-    """One line from the process's stdout, or None after ``timeout`` s or at EOF."""
-    result: list[bytes] = []
-    reader = threading.Thread(target=lambda: result.append(process.stdout.readline()), daemon=True)
-    reader.start()
-    reader.join(max(0.0, timeout))
-    return result[0] if result and result[0] else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -312,9 +344,14 @@ class Slot:
 
 
 _spare: dict[tuple[Any, ...], Slot] = {}
-_warming: list[threading.Thread] = []
+_warming: list[concurrent.futures.Future[None]] = []
 _lock = threading.Lock()
 _swept = False
+# Spare slots are started from this one long-lived thread.  bwrap's --die-with-parent is the kernel's
+# parent-death signal, which fires when the *thread* that started bwrap ends: a spare started from a
+# thread that exits right afterwards had its check run SIGKILLed whenever that thread ended after bwrap
+# had set the signal up (an "infrastructure failure: the check run did not start (exit code -9)").
+_launcher = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="spare-slots")
 
 
 def _gpu_devices() -> str | None:
@@ -346,10 +383,8 @@ def _take_slot(settings: Settings, gpu: str | None, prewarm: bool) -> Slot:
                 _spare[key] = spare
             if old is not None:
                 old.close()
-        thread = threading.Thread(target=make, daemon=True)
         with _lock:
-            _warming[:] = [t for t in _warming if t.is_alive()] + [thread]
-        thread.start()
+            _warming[:] = [f for f in _warming if not f.done()] + [_launcher.submit(make)]
     return slot
 
 
@@ -357,8 +392,7 @@ def release_spares() -> None:
     """Close the warm slots of this process (at the end of a class), after those still warming up."""
     with _lock:
         warming = list(_warming)
-    for thread in warming:
-        thread.join(120)
+    concurrent.futures.wait(warming, timeout=120)
     with _lock:
         slots = list(_spare.values())
         _spare.clear()
@@ -417,11 +451,10 @@ def grade(job: Job, *, worker: str = "", queued: float = 0.0, prewarm: bool = Fa
 
         def checks() -> None:
             t = time.monotonic()
-            job_for_checks = {**prepared.check_job(), "budget": max(1.0, deadline - time.monotonic() - 5.0)}
+            job_for_checks = {**prepared.check_job(), "budget": max(1.0, deadline - time.monotonic() - 5.0),
+                              "secret": job.secret}
             replies["checks"] = slot.checks.run(job_for_checks, timeout=deadline - time.monotonic())
             timings["checks"] = time.monotonic() - t
-            if replies["checks"] is None:
-                timings["checks_died"] = 1.0
 
         thread = threading.Thread(target=checks, daemon=True)
         thread.start()
@@ -430,22 +463,25 @@ def grade(job: Job, *, worker: str = "", queued: float = 0.0, prewarm: bool = Fa
                                                  settings, deadline)
         timings["student"] = time.monotonic() - t
         thread.join(max(0.0, deadline - time.monotonic()))
-        reply = replies.get("checks")
+        reply = replies.get("checks") or {"tests": {}, "done": False, "running": None, "timed_out": True,
+                                          "setup_error": None, "isolation": []}
         stats = slot.stats()
-        if reply is None:
-            timed_out = time.monotonic() >= deadline or thread.is_alive()
+        stats["isolation"] = reply.get("isolation", [])
+        checks_out = {gid: r["outputs"] for gid, r in reply["tests"].items()}
+        if not reply["done"]:
             slot.check_box.kill()
-            if timed_out:
-                outcome, reason = "timed out", f"the hidden tests ran past the {settings.submission_timeout:g} s limit"
+            where = f" (in {reply['running']})" if reply.get("running") else ""
+            if reply["timed_out"] or thread.is_alive() or time.monotonic() >= deadline:
+                outcome, reason = "timed out", f"the hidden tests ran past the {settings.submission_timeout:g} s limit{where}"
+            elif not reply["tests"] and not reply.get("running"):
+                return result("infrastructure failure", "the check run died before its first test: "
+                              + slot.checks.tail()[-500:], sandbox=slot.describe(), seconds=timings, stats=stats)
             else:
-                outcome, reason = "infrastructure failure", "the check run died: " + slot.checks.tail()[-500:]
-                return result(outcome, reason, sandbox=slot.describe(), seconds=timings, stats=stats)
-            checks_out: dict[str, Any] = {}
-        else:
-            checks_out = {gid: r["outputs"] for gid, r in reply["tests"].items()}
-            if reply.get("setup_error"):
-                return result("infrastructure failure", "the instructor's setup failed in the check run: "
-                              + reply["setup_error"], sandbox=slot.describe(), seconds=timings, stats=stats)
+                memory = " (memory limit exceeded)" if stats.get("checks", {}).get("oom_killed") else ""
+                outcome, reason = "crashed", f"the hidden tests stopped{where}: the check run was killed{memory}"
+        elif reply.get("setup_error"):
+            return result("infrastructure failure", "the instructor's setup failed in the check run: "
+                          + reply["setup_error"], sandbox=slot.describe(), seconds=timings, stats=stats)
         if outcome == "graded" and prepared.tampered:
             outcome, reason = "tampered", "; ".join(prepared.tampered)
         elif prepared.tampered:

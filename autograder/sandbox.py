@@ -9,22 +9,25 @@ running as whatever the grader runs as (often root on a course machine).
 Threat model: what a submission must not be able to do, and what stops it.
 
 * **Read what it must not see** (hidden tests, solutions, the gradebook, other
-  submissions, the grader's home): each ``hide`` path is an empty read-only
-  tmpfs inside (a hidden file reads as ``/dev/null``); only the ``expose``
-  paths are bound back, read-only.  The rest of ``/`` is visible read-only,
-  so hide everything that matters.  ``/run`` is always hidden: it holds the
-  machine's unix sockets (databases, D-Bus), and a read-only mount does not
-  stop ``connect()`` on a socket file -- hide any other directory with one.
-  When the caller is **root**, the code runs as the real user ``nobody``
+  submissions, another clone of the course, the grader's home): the sandbox's
+  root starts **empty** and only an allowlist is bound into it, read-only: the
+  operating system (:data:`SYSTEM_PATHS`: ``/usr``, ``/etc``, ``/lib*``,
+  ``/bin``, ``/sbin``, ``/sys``), the grader's Python (its environment and base
+  installation) and the ``expose`` paths.  Nothing else of the machine exists
+  inside (``/home``, ``/root``, ``/srv``, ``/opt``, ``/var``, ``/mnt``, ``/run``
+  with its unix sockets).  A ``hide`` path *inside* an allowed one (the course
+  folder inside the repository whose packages are exposed) is an empty
+  read-only tmpfs (a hidden file reads as ``/dev/null``).  Keep course
+  material and credentials out of the system folders.  When the caller is **root**, the code runs as the real user ``nobody``
   (65534): bwrap does the mounts as root, then ``setpriv`` drops uid, groups
   and every capability (bounding set included) and sets ``no_new_privs``.
   Measured: bwrap's own ``--unshare-user --uid 65534`` is *not* enough for a
   root caller -- it maps the sandbox uid to uid 0 outside, and a process with
   no capability but kernel uid 0 still owns root's files (it read a ``0600``
   file of root's, and ``/etc/shadow``).  A non-root caller gets a user
-  namespace instead (65534 inside, the caller outside).  As root, a directory
-  that ``nobody`` cannot pass (``/root``, mode 0700) above the workdir, an
-  exposed path or the grader's Python is hidden too, so they can be reached.
+  namespace instead (65534 inside, the caller outside).  The folders bwrap
+  makes on the way to a bound path are empty and searchable, so a Python
+  installed under ``/root`` (mode 0700) is reachable, and nothing else there.
 * **Write outside its job**: the root is read-only; the only writable places
   are the job's ``workdir`` (bound read-write at the same path) and a private,
   size-limited tmpfs ``/tmp`` and ``/dev/shm`` (torch's DataLoader workers
@@ -116,9 +119,12 @@ GPU_DEVICE_GLOBS: tuple[str, ...] = ("/dev/nvidia*", "/dev/dri")
 # Places that are an empty tmpfs inside (besides the hidden paths): the sandbox's own /tmp and /dev/shm.
 PRIVATE_TMPFS = (Path("/tmp"), Path("/dev/shm"))
 
-# Always hidden: /run holds the machine's unix sockets (databases, D-Bus, systemd-resolved), and a
-# read-only mount does not stop connect() on a socket file.
-ALWAYS_HIDDEN = (Path("/run"),)
+# What a sandbox sees of the machine besides the grader's Python and the exposed paths: the operating
+# system (programs, libraries, their configuration, fonts, locales) and the read-only kernel views a
+# GPU runtime reads.  Everything else -- /home, /root, /srv, /opt, /var, /mnt, /run (the machine's unix
+# sockets), another clone of the course -- does not exist inside.
+SYSTEM_PATHS = tuple(Path(p) for p in ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+                                       "/sys"))
 
 KILL_TIMEOUT_S = 10.0
 
@@ -539,82 +545,49 @@ def _outermost(paths: Iterable[Path]) -> list[Path]:
     return kept
 
 
-def _searchable_by(path: Path, uid: int, gid: int) -> bool:
-    """Whether ``uid``/``gid`` may pass through directory ``path`` (mode bits only)."""
-    st = path.stat()
-    if st.st_uid == uid:
-        return bool(st.st_mode & 0o100)
-    if st.st_gid == gid:
-        return bool(st.st_mode & 0o010)
-    return bool(st.st_mode & 0o001)
-
-
-def _first_closed_ancestor(path: Path, covered: Sequence[Path], uid: int, gid: int) -> Path | None:
-    """The shallowest directory above ``path`` that ``uid`` cannot search and no tmpfs already covers."""
-    for ancestor in reversed(path.parents):
-        if any(ancestor.is_relative_to(c) for c in covered):
-            return None
-        if not _searchable_by(ancestor, uid, gid):
-            return ancestor
-    return None
-
-
 def _under(path: Path, roots: Iterable[Path], *, strictly: bool = False) -> bool:
     return any(path.is_relative_to(r) and not (strictly and path == r) for r in roots)
 
 
 def _plan_mounts(workdir: Path, hide: Sequence[Path], expose: Sequence[Path], runtime: Sequence[Path],
-                 user: int | None) -> list[tuple[str, Path]]:
-    """The mounts after ``/`` (read-only), ``/dev``, ``/proc``, ``/tmp`` and ``/dev/shm``, in order:
+                 system: Sequence[Path] = ()) -> list[tuple[str, Path, str]]:
+    """The mounts of a root that starts **empty** (after ``/dev``, ``/proc``, ``/tmp`` and ``/dev/shm``), in order:
 
-    1. ``tmpfs`` (a directory) or ``null`` (a file) for each outermost hidden path -- and, where the
-       sandbox runs as ``user`` (root's case), for the first directory above an exposed path or the
-       workdir that ``user`` cannot pass through (it could not read below it anyway);
-    2. ``ro-bind`` for each exposed path (and each ``runtime`` path that a hidden path covers), after a
-       ``dir`` (mode 0755) for each directory that must be made inside a tmpfs to reach it;
-    3. ``tmpfs``/``null`` again for hidden paths inside an exposed one (the bind brought them back);
-    4. ``bind`` for the workdir (after its ``dir`` steps), then ``remount-ro`` for each hidden tmpfs.
+    1. ``symlink`` for each system path that is a symbolic link (``/bin -> usr/bin`` on a merged ``/usr``);
+    2. ``ro-bind`` for each outermost allowed path: the ``system`` paths (:data:`SYSTEM_PATHS`), the
+       interpreter's ``runtime`` and the ``expose`` paths -- nothing else of the machine exists inside;
+    3. ``tmpfs`` (a directory) or ``null`` (a file) for each ``hide`` path inside an allowed one;
+    4. ``bind`` (read-write) for the workdir, then ``remount-ro`` for each hidden tmpfs.
+
+    Each step is ``(kind, path, link target)`` (the target only for ``symlink``).  Directories that
+    bwrap creates on the way to a bound path are empty and searchable, so a path under a folder the
+    sandbox user could not pass (``/root``, mode 0700) is reachable, and nothing else in that folder.
     """
     private = list(PRIVATE_TMPFS)
-    hide = [h for h in hide if not _under(h, private)]
-    outer = _outermost(hide)
-    if user is not None:
-        for target in [*expose, *runtime, workdir]:
-            closed = _first_closed_ancestor(target, [*outer, *private], user, user)
-            if closed is not None:
-                outer = _outermost([*outer, closed])
-    exposed = _outermost([*expose, *(r for r in runtime if _under(r, [*outer, *private], strictly=True))])
-    inner = _outermost(h for h in hide if h not in outer and _under(h, exposed))
+    steps: list[tuple[str, Path, str]] = []
+    links = [p for p in system if p.is_symlink()]
+    for link in links:
+        steps.append(("symlink", link, os.readlink(link)))
+    allowed = _outermost(_normal([*(p for p in system if not p.is_symlink()), *runtime, *expose]))
+    allowed = [p for p in allowed if not _under(p, private) and p not in links]
+    made: set[Path] = {Path("/"), *private}
 
-    steps: list[tuple[str, Path]] = []
-    roots = list(private)  # tmpfs mounts made so far: what lies under them must be created
-    created: set[Path] = set()  # directories made in a tmpfs (empty)
-    bound: list[Path] = []  # paths bound from outside (everything under them exists)
+    def reach(path: Path) -> None:
+        # bwrap would make the folders on the way with mode 0700 (nobody could not pass): make them 0755.
+        for parent in reversed(path.parents):
+            if parent not in made and not _under(parent, allowed):
+                steps.append(("dir", parent, ""))
+                made.add(parent)
 
-    def hide_steps(paths: Sequence[Path]) -> None:
-        for path in paths:
-            steps.append(("tmpfs" if path.is_dir() else "null", path))
-            if path.is_dir():
-                roots.append(path)
-
-    def reach(path: Path, how: str) -> None:
-        covering = [r for r in roots if _under(path, [r], strictly=True)]
-        if covering:
-            root = max(covering, key=lambda r: len(r.parts))
-            inside = [b for b in bound if _under(b, [root], strictly=True)]
-            for parent in reversed(path.parents):
-                if _under(parent, [root], strictly=True) and parent not in created and not _under(parent, inside):
-                    steps.append(("dir", parent))
-                    created.add(parent)
-        steps.append((how, path))
-        bound.append(path)
-
-    hide_steps(outer)
-    for path in exposed:
-        reach(path, "ro-bind")
-    hide_steps(inner)
-    reach(workdir, "bind")
-    steps += [("remount-ro", h) for h in [*outer, *inner] if h.is_dir()]
+    for path in allowed:
+        reach(path)
+        steps.append(("ro-bind", path, ""))
+    inner = _outermost(h for h in hide if _under(h, allowed) and not _under(h, private))
+    for path in inner:
+        steps.append(("tmpfs" if path.is_dir() else "null", path, ""))
+    reach(workdir)
+    steps.append(("bind", workdir, ""))
+    steps += [("remount-ro", h, "") for h in inner if h.is_dir()]
     return steps
 
 
@@ -656,7 +629,7 @@ class Sandbox:
         self.workdir = Path(workdir).resolve()
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.limits = limits
-        self.hide = _normal([*ALWAYS_HIDDEN, *hide])
+        self.hide = _normal(hide)
         self.expose = _normal(expose)
         self.gpu_devices = gpu_devices
         self.enabled = enabled
@@ -805,7 +778,8 @@ class Sandbox:
             args += ["--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID)]
             if "--disable-userns" in options:
                 args.append("--disable-userns")
-        args += ["--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        # No "--ro-bind / /": the root starts empty and only the allowed paths are bound into it.
+        args += ["--die-with-parent", "--new-session", "--dev", "/dev", "--proc", "/proc"]
         args += self._mount_args(options)
         for node in gpu_device_nodes() if self.gpu_devices is not None else []:
             args += ["--dev-bind", str(node), str(node)]
@@ -815,12 +789,15 @@ class Sandbox:
         return args
 
     def hidden(self) -> list[Path]:
-        """What is replaced inside by an empty read-only tmpfs (or, for a file, ``/dev/null``)."""
-        return [path for step, path in self._plan() if step in ("tmpfs", "null")]
+        """Paths inside a visible one that are replaced by an empty read-only tmpfs (or, for a file, ``/dev/null``)."""
+        return [path for step, path, _ in self._plan() if step in ("tmpfs", "null")]
 
-    def _plan(self) -> list[tuple[str, Path]]:
-        user = SANDBOX_UID if self.drops_privileges else None
-        return _plan_mounts(self.workdir, self.hide, self.expose, _python_runtime(), user)
+    def visible(self) -> list[Path]:
+        """Every path of the machine the sandbox sees (read-only), besides its workdir and private folders."""
+        return [path for step, path, _ in self._plan() if step == "ro-bind"]
+
+    def _plan(self) -> list[tuple[str, Path, str]]:
+        return _plan_mounts(self.workdir, self.hide, self.expose, _python_runtime(), SYSTEM_PATHS)
 
     def _mount_args(self, options: frozenset[str]) -> list[str]:
         """The mount steps of :func:`_plan_mounts` as bwrap options (``--size``/``--perms`` where known)."""
@@ -833,9 +810,10 @@ class Sandbox:
         args: list[str] = []
         for tmp in PRIVATE_TMPFS:
             args += [*perms("1777"), *sized(self.limits.memory_bytes), "--tmpfs", str(tmp)]
-        for step, path in self._plan():
+        for step, path, target in self._plan():
             args += {"tmpfs": [*perms("0755"), *sized(2**20), "--tmpfs", str(path)],
                      "null": ["--ro-bind", "/dev/null", str(path)],
+                     "symlink": ["--symlink", target, str(path)],
                      "dir": [*perms("0755"), "--dir", str(path)],
                      "ro-bind": ["--ro-bind", str(path), str(path)],
                      "bind": ["--bind", str(path), str(path)],
@@ -857,8 +835,9 @@ class Sandbox:
         if self.enabled:
             user = (f"uid {SANDBOX_UID} (nobody, dropped from root)" if self.drops_privileges
                     else f"uid {SANDBOX_UID} in a user namespace (uid {os.geteuid()} outside)")
-            parts += ["bwrap", "no network", user, f"{len(self.hidden())} hidden",
-                      f"{len(self.expose)} exposed read-only"]
+            parts += ["bwrap", "no network", user,
+                      f"allowlist: {len(self.visible())} paths visible read-only (the system, the Python, "
+                      f"{len(self.expose)} exposed)"]
             if self.gpu_devices is not None:
                 parts.append(f"GPU {self.gpu_devices or 'none'} ({len(gpu_device_nodes())} device nodes)")
         else:

@@ -48,3 +48,8 @@ def test_functions_a_worker_cannot_import_are_refused_up_front():
         launch(local, 2, verbose=False)
     with pytest.raises(ValueError, match="module:function"):
         launch("no_colon", 2, verbose=False)
+
+
+def test_fork_workers_refuse_cuda_backends():
+    with pytest.raises(ValueError, match="forked workers cannot use CUDA"):
+        launch("dist_workers:sum_ranks", 1, backend="nccl", start_method="fork", verbose=False)

@@ -1,0 +1,442 @@
+"""The zygote: starts the processes that run student code, each in namespaces of its own.
+
+A hidden check must never run student code in its own process (the student
+could forge its verdict, patch its comparisons or read its source), and must
+not *fork* a student process from itself either: a fork would copy the hidden
+check's memory into the student's process.  So the check run (or, under plain
+``nbgrader autograde``, the kernel) keeps a **zygote**: a process that holds no
+secret -- a fork of the check run taken before its job was read
+(:meth:`Zygote.fork`), or a fresh interpreter (:meth:`Zygote.spawn`) -- that
+has already imported torch and forks a *host* (:mod:`dlperf.grading.host`) in a
+few milliseconds whenever a check asks for one.
+
+Each host, where the kernel allows unprivileged user namespaces, gets:
+
+* its own **PID namespace**: it sees no process of the checker's (it cannot
+  signal, trace or read the memory of the check run, of the zygote or of
+  another host: the ranks of a process group cannot talk around the relay);
+* its own **network and IPC namespaces**: no loopback shared with anyone, no
+  shared memory segment or abstract socket of anyone else's;
+* its own **mount namespace** with private, empty ``/tmp``, ``/dev/shm`` and
+  checker's working folders (no writable path is shared with the checker or
+  another host), and the source files of the library objects an exercise
+  forbids hidden (read as empty);
+* **no capability** (bounding set cleared, ``no_new_privs``), so it cannot
+  undo those mounts.
+
+The checker talks to the host only through the socket(s) it hands over; the
+host inherits no other file descriptor.  Where namespaces cannot be made (a
+kernel or container that forbids user namespaces) the host is a plain child
+process and :attr:`HostProcess.isolation` says why; the check run then stays
+out of its reach by being non-dumpable (no ``ptrace``, no ``/proc/<pid>/mem``
+for a process of the same user) -- it can still be signalled, which the
+autograder reports as a crash of the submission.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dlperf.grading import wire
+
+__all__ = ["HostProcess", "Zygote", "get", "make_non_dumpable", "set_zygote"]
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 4096, 16384, 1 << 18
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+_LAST_CAP = 63
+
+# What a host's mount namespace covers with an empty tmpfs, besides the checker's folders.
+PRIVATE = ("/tmp", "/dev/shm", "/var/tmp")
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def make_non_dumpable() -> None:
+    """No core dump, no ``ptrace`` and no ``/proc/<pid>/{mem,fd,environ}`` for processes of the same user."""
+    _check(_libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
+
+
+def _die_with_parent() -> None:
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _enter_namespaces(private: Sequence[str], hide: Sequence[str]) -> None:
+    """Unshare user, mount, PID, network, IPC and UTS namespaces; cover ``private`` folders, hide ``hide`` files.
+
+    Runs in the monitor (the host's parent): the host forked next is PID 1 of
+    the new PID namespace.
+    """
+    uid, gid = os.getuid(), os.getgid()
+    _check(_libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")  # to write our own uid_map
+    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS),
+           "unshare")
+    with open("/proc/self/setgroups", "w") as f:
+        f.write("deny")
+    with open("/proc/self/uid_map", "w") as f:
+        f.write(f"{uid} {uid} 1")
+    with open("/proc/self/gid_map", "w") as f:
+        f.write(f"{gid} {gid} 1")
+    _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+    for path in private:
+        if os.path.isdir(path):
+            _check(_libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
+                               b"size=1073741824,mode=1777"), f"mount tmpfs {path}")
+    for path in hide:
+        if os.path.isfile(path):
+            _check(_libc.mount(b"/dev/null", path.encode(), None, MS_BIND, None), f"hide {path}")
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _drop_capabilities() -> None:
+    """Clear the bounding, ambient, effective, permitted and inheritable sets; set ``no_new_privs``."""
+    for cap in range(_LAST_CAP + 1):
+        _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = _CapHeader(0x20080522, 0)
+    data = (_CapData * 2)()
+    _check(_libc.capset(ctypes.byref(header), data), "capset")
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+
+
+def _close_other_fds(keep: set[int]) -> None:
+    try:
+        open_fds = [int(n) for n in os.listdir("/proc/self/fd")]
+    except OSError:
+        open_fds = list(range(3, 1024))
+    for fd in open_fds:
+        if fd not in keep:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _run_host(channel: int, relay: int | None, output: int | None, isolated: bool) -> None:
+    """In the host (after the last fork): clean descriptors, no capability, then serve the checker."""
+    _die_with_parent()
+    devnull = os.open(os.devnull, os.O_RDWR)
+    out = output if output is not None else devnull
+    os.dup2(devnull, 0)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    keep = {0, 1, 2, channel} | ({relay} if relay is not None else set())
+    _close_other_fds(keep)
+    sys.stdout = open(1, "w", closefd=False, buffering=1)  # noqa: SIM115 - lives as long as the process
+    sys.stderr = open(2, "w", closefd=False, buffering=1)  # noqa: SIM115
+    if isolated:
+        _drop_capabilities()
+    with contextlib.suppress(OSError):
+        os.chdir("/tmp")
+    from dlperf.grading.host import serve
+
+    serve(channel, relay)
+
+
+def _monitor(request: dict[str, Any], fds: list[int], report: int) -> None:
+    """In the monitor: namespaces (if asked and possible), then fork the host and wait for it."""
+    _die_with_parent()
+    for module in request.get("preload", []):   # before their source files are hidden
+        with contextlib.suppress(ImportError):
+            importlib.import_module(module)
+    isolation, why = "process", ""
+    if request.get("isolate", True):
+        try:
+            _enter_namespaces(request.get("private", []), request.get("hide", []))
+            isolation = "namespaces"
+        except OSError as exc:
+            why = str(exc)
+    channel = fds[0]
+    relay = fds[1] if request.get("relay") else None
+    output = fds[-1] if request.get("capture") else None
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(report)
+            _run_host(channel, relay, output, isolation == "namespaces")
+        finally:
+            os._exit(0)
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    os.write(report, json.dumps({"pid": pid, "isolation": isolation, "why": why}).encode())
+    os.close(report)
+    _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except ChildProcessError:
+            status = 0
+            break
+        except InterruptedError:
+            continue
+    if os.WIFSIGNALED(status):
+        os._exit(128 + os.WTERMSIG(status))
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+
+
+def _zygote_main(sock: socket.socket) -> None:
+    """The zygote's loop: one request per host (its sockets come with it), a reply with its pid."""
+    _die_with_parent()
+    chan = wire.Channel(sock)
+    chan.send({"op": "ready"})
+    statuses: dict[int, int] = {}
+
+    def reap() -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            statuses[pid] = os.waitstatus_to_exitcode(status)
+
+    while True:
+        try:
+            request, _, fds = chan.recv()
+        except (EOFError, OSError, wire.WireError):
+            os._exit(0)
+        reap()
+        op = request.get("op")
+        if op == "host":
+            read_end, write_end = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    os.close(read_end)
+                    sock.close()
+                    _monitor(request, fds, write_end)
+                finally:
+                    os._exit(1)
+            os.close(write_end)
+            for fd in fds:
+                os.close(fd)
+            with os.fdopen(read_end, "rb") as f:
+                data = f.read()
+            try:
+                info = json.loads(data) if data else {"error": "the monitor died before starting the host"}
+            except json.JSONDecodeError:
+                info = {"error": "the monitor sent no report"}
+            chan.send({"op": "host", "monitor": pid, **info})
+        elif op == "status":
+            pid = int(request.get("monitor", -1))
+            deadline = time.monotonic() + float(request.get("wait", 1.0))
+            while pid not in statuses and time.monotonic() < deadline:
+                reap()
+                time.sleep(0.01)
+            chan.send({"op": "status", "exitcode": statuses.pop(pid, None)})
+        elif op == "exit":
+            os._exit(0)
+
+
+# ---------------------------------------------------------------------------------------------
+# The checker's side
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class HostProcess:
+    """A started host: its channel socket (and relay socket), pids, and how it is isolated."""
+
+    sock: socket.socket
+    relay: socket.socket | None
+    output: int | None
+    pid: int                # the host (PID 1 of its namespace when isolated), in the checker's PID namespace
+    monitor: int            # its parent, which reports its exit status
+    isolation: str          # "namespaces" or "process"
+    why: str                # why not namespaces, when not
+    zygote: Zygote
+
+    def kill(self) -> None:
+        """SIGKILL the host: everything in its PID namespace dies with it; its monitor reaps it and exits."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self.pid, signal.SIGKILL)
+
+    def exitcode(self, wait: float = 1.0) -> int | None:
+        """How the host ended (negative: killed by that signal), or None if not known (yet)."""
+        code = self.zygote.status(self.monitor, wait)
+        if code is not None and code > 128:
+            return -(code - 128)
+        return code
+
+    def descendants(self) -> list[int]:
+        """The host and every process below it (all of its PID namespace), from ``/proc``."""
+        children: dict[int, list[int]] = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat") as f:
+                        text = f.read()
+                except OSError:
+                    continue
+                fields = text[text.rindex(")") + 2:].split()
+                if fields[0] != "Z":
+                    children.setdefault(int(fields[1]), []).append(int(entry))
+        found, todo = [], [self.pid]
+        while todo:
+            pid = todo.pop()
+            if pid not in found:
+                found.append(pid)
+                todo.extend(children.get(pid, []))
+        return found
+
+    def signal_all(self, sig: int) -> None:
+        """Send ``sig`` to the host and everything below it (until no new process appears)."""
+        done: set[int] = set()
+        for _ in range(20):
+            pids = [p for p in self.descendants() if p not in done]
+            if not pids:
+                return
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, sig)
+                done.add(pid)
+
+
+class Zygote:
+    """The checker's handle on its zygote: :meth:`host` starts one host."""
+
+    def __init__(self, sock: socket.socket, pid: int, how: str, process: subprocess.Popen | None = None):
+        self.chan = wire.Channel(sock)
+        self.pid = pid
+        self.how = how
+        self.process = process
+        self.lock = threading.Lock()
+        header, _, _ = self.chan.recv()
+        if header.get("op") != "ready":
+            raise RuntimeError("the zygote did not start")
+
+    @classmethod
+    def fork(cls) -> Zygote:
+        """A fork of this process, taken now: call it before this process holds anything secret."""
+        parent, child = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                parent.close()
+                _zygote_main(child)
+            finally:
+                os._exit(0)
+        child.close()
+        return cls(parent, pid, "a fork of the check run taken before its job was read")
+
+    @classmethod
+    def spawn(cls) -> Zygote:
+        """A fresh interpreter that imports torch and the host (about as long as one ``import torch``)."""
+        parent, child = socket.socketpair()
+        process = subprocess.Popen([sys.executable, "-m", "autograder.trusted.zygote", str(child.fileno())],
+                                   pass_fds=[child.fileno()], stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True)
+        child.close()
+        return cls(parent, process.pid, "a fresh interpreter", process)
+
+    def host(self, *, relay: bool = False, capture: bool = False, isolate: bool = True,
+             hide: Sequence[str] = (), private: Sequence[str] = (), preload: Sequence[str] = ()) -> HostProcess:
+        """Start a host; its channel (and relay) socket are returned, the host ends when they close."""
+        ours, theirs = socket.socketpair()
+        fds = [theirs.fileno()]
+        relay_ours = relay_theirs = None
+        if relay:
+            relay_ours, relay_theirs = socket.socketpair()
+            fds.append(relay_theirs.fileno())
+        output = None
+        if capture:
+            output = os.memfd_create("host-output")
+            fds.append(output)
+        request = {"op": "host", "relay": relay, "capture": capture, "isolate": isolate, "hide": list(hide),
+                   "private": sorted(set(PRIVATE) | set(private)), "preload": list(preload)}
+        with self.lock:
+            self.chan.send(request, fds=fds)
+            reply, _, _ = self.chan.recv()
+        theirs.close()
+        if relay_theirs is not None:
+            relay_theirs.close()
+        if "error" in reply:
+            ours.close()
+            raise RuntimeError(f"could not start a process for the student's code: {reply['error']}")
+        return HostProcess(ours, relay_ours, output, int(reply["pid"]), int(reply["monitor"]),
+                           str(reply["isolation"]), str(reply.get("why", "")), self)
+
+    def status(self, monitor: int, wait: float = 1.0) -> int | None:
+        with self.lock:
+            self.chan.send({"op": "status", "monitor": monitor, "wait": wait})
+            reply, _, _ = self.chan.recv()
+        return reply.get("exitcode")
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.chan.close()
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            os.kill(self.pid, signal.SIGKILL)
+            if self.process is not None:
+                self.process.wait(5)
+            else:
+                os.waitpid(self.pid, 0)
+
+
+_zygote: Zygote | None = None
+_zygote_lock = threading.Lock()
+
+
+def set_zygote(zygote: Zygote | None) -> None:
+    """Make ``zygote`` the one :func:`get` returns (the check run forks its own at warm-up)."""
+    global _zygote
+    _zygote = zygote
+
+
+def get() -> Zygote:
+    """This process's zygote: the one set by the check run, else a fresh interpreter started once."""
+    global _zygote
+    with _zygote_lock:
+        if _zygote is None:
+            _zygote = Zygote.spawn()
+        return _zygote
+
+
+def _spawned_main(fd: int) -> None:
+    """``python -m autograder.trusted.zygote FD``: import what hosts use, then serve on FD."""
+    import torch  # noqa: F401 - imported once here, by every host through fork
+
+    import dlperf.grading.host  # noqa: F401
+    import dlperf.grading.relay  # noqa: F401
+
+    _zygote_main(socket.socket(fileno=fd))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: python -m autograder.trusted.zygote FD")
+    _spawned_main(int(sys.argv[1]))
+

@@ -1,0 +1,471 @@
+"""The trusted side of a hidden check: student code in hosts of their own, driven with plain data.
+
+Everything here runs for real: the zygote, hosts in their own namespaces (where the kernel allows
+them), the wire, shared memory, the relay between ranks.  The red-team suite
+(``tests/test_redteam.py``) attacks the same machinery through the class autograder.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import time
+
+import pytest
+import torch
+
+from autograder.trusted import (
+    CheckFailed,
+    Ranks,
+    Remote,
+    Student,
+    StudentRaised,
+    difference,
+    seed,
+    set_secret,
+)
+from autograder.trusted import zygote
+from dlperf import cluster as C
+
+pytestmark = pytest.mark.timeout(300)
+
+SOURCE = '''
+import os, sys, time
+import torch
+
+def double(x):
+    return 2 * x
+
+def add_one(t):
+    t.add_(1)
+
+def rebind(t):
+    t = t + 1
+    return t
+
+def replace_storage(t):
+    t.data = t.data + 1
+
+def call_twice(f, x):
+    return f(f(x))
+
+def use_cluster(c, x):
+    with c.step() as same:
+        same.send(0, 1, x)
+    return c.recv(0, 1), same is c
+
+def peek(c):
+    return c.topology
+
+class Counter:
+    def __init__(self, k):
+        self.k = k
+    def inc(self):
+        self.k += 1
+        return self.k
+
+def accumulate(params):
+    (params[0] * 2).sum().backward()
+    return params[0].grad.clone()
+
+def boom():
+    return helper()
+
+def helper():
+    raise ValueError("nope")
+
+def leave(code):
+    os._exit(code)
+
+def segfault():
+    import ctypes
+    ctypes.string_at(0)
+
+def spin():
+    while True:
+        pass
+
+def chatty():
+    print("hello from the student")
+    print("and from stderr", file=sys.stderr)
+    return 1
+
+def look(pid, path):
+    found = {"tmp": sorted(os.listdir("/tmp")), "pid": os.getpid(), "uid": os.getuid()}
+    try:
+        os.kill(pid, 0)
+        found["signal"] = "reached"
+    except OSError as exc:
+        found["signal"] = type(exc).__name__
+    for what in ("environ", "mem"):
+        try:
+            with open(f"/proc/{pid}/{what}", "rb") as f:
+                f.read(1)
+            found[what] = "read"
+        except OSError as exc:
+            found[what] = type(exc).__name__
+    try:
+        os.close(os.open(f"/proc/{pid}/fd/0", os.O_RDONLY))   # the checker's stdin: the job, in the check run
+        found["fd"] = "opened"
+    except OSError as exc:
+        found["fd"] = type(exc).__name__
+    found["path"] = os.path.exists(path)
+    import socket
+    try:
+        socket.create_connection(("127.0.0.1", 22), timeout=1).close()
+        found["network"] = "connected"
+    except OSError as exc:
+        found["network"] = type(exc).__name__
+    return found
+'''
+
+
+@pytest.fixture(scope="module")
+def student():
+    with Student(parts=[("<solution>", SOURCE)], timeout=20, capture=True) as s:
+        yield s
+
+
+def test_calls_return_plain_values_with_their_types(student):
+    assert student.call("double", 21) == 42 and type(student.call("double", 2.5)) is float
+    got = student.call("double", torch.arange(3))
+    assert type(got) is torch.Tensor and got.tolist() == [0, 2, 4]
+
+
+def test_shared_memory_shows_what_was_written_into_it_and_nothing_else(student):
+    written = student.share(torch.zeros(4))
+    student.call("add_one", written)
+    assert written.read().tolist() == [1.0] * 4
+    rebound = student.share(torch.zeros(4))
+    assert student.call("rebind", rebound).tolist() == [1.0] * 4   # the returned tensor has it...
+    assert rebound.read().tolist() == [0.0] * 4                     # ...the caller's memory does not
+    replaced = student.share(torch.zeros(4))
+    _, report = student.call("replace_storage", replaced, _report=True)
+    assert replaced.read().tolist() == [0.0] * 4                    # t.data = ... writes nothing into it
+    assert report.contents[0][0].tolist() == [1.0] * 4              # though the object reads as changed
+
+
+def test_a_view_of_shared_memory_writes_through_to_its_base(student):
+    base = student.share(torch.zeros(3, 4))
+    column = base.view((3,), (4,), offset=1)
+    student.call("add_one", column)
+    assert base.read()[:, 1].tolist() == [1.0, 1.0, 1.0] and base.read().sum().item() == 3.0
+
+
+def test_a_function_of_the_checker_runs_here_and_in_place_changes_travel_back(student):
+    calls = []
+
+    def here(x):
+        calls.append(os.getpid())
+        if isinstance(x, torch.Tensor):
+            x.mul_(10)
+            return x
+        return x + 1
+
+    assert student.call("call_twice", here, 1) == 3 and calls == [os.getpid()] * 2
+    assert student.call("call_twice", here, torch.ones(2)).tolist() == [100.0, 100.0]
+
+
+def test_an_object_of_the_checker_offers_only_what_it_was_given(student):
+    cluster = C.Cluster(C.ring(2))
+    got, same = student.call("use_cluster", Remote(cluster, ["step", "send", "recv"], ["n"]), torch.ones(3))
+    assert got.tolist() == [1.0, 1.0, 1.0] and same is True
+    assert cluster.steps == 1 and cluster.bytes_sent == (12, 0)     # counted here, by the real cluster
+    with pytest.raises(StudentRaised, match="has no attribute 'topology' here"):
+        student.call("peek", Remote(cluster, ["step"], ["n"]))
+
+
+def test_objects_kept_in_the_students_process(student):
+    counter = student.keep("Counter", 5)
+    assert counter.call("inc") == 6 and counter.call("inc") == 7 and counter.get("k") == 7
+    params = student.hold([torch.ones(2, requires_grad=True)])
+    first = student.call("accumulate", params)
+    second = student.call("accumulate", params)
+    assert first.tolist() == [2.0, 2.0] and second.tolist() == [4.0, 4.0]   # the same tensor, its grad kept
+
+
+def test_the_students_exception_comes_back_with_the_students_frames_only(student):
+    with pytest.raises(StudentRaised) as info:
+        student.call("boom")
+    exc = info.value
+    assert exc.type_name == "ValueError" and exc.is_a("Exception") and not exc.is_a("KeyError")
+    assert 'File "<solution>"' in exc.student_traceback and "raise ValueError" in exc.student_traceback
+    assert "host.py" not in exc.student_traceback and "wire.py" not in exc.student_traceback
+
+
+def test_what_the_student_prints_is_captured_apart_from_the_checker(student, capfd):
+    assert student.call("chatty") == 1
+    captured = capfd.readouterr()
+    assert "hello from the student" not in captured.out + captured.err
+    assert "hello from the student" in student.output() and "and from stderr" in student.output()
+
+
+def test_a_solution_cell_that_fails_on_its_own_is_reported_as_such():
+    with pytest.raises(CheckFailed, match="failed when run on their own(.|\n)*NameError"):
+        with Student(parts=[("<cell>", "x = helper_from_another_cell()\n")]):
+            pass
+
+
+@pytest.mark.parametrize("call, args, message", [
+    ("leave", (3,), "died \\(exit code 3\\)"),
+    ("segfault", (), "died \\(killed by SIGSEGV\\)"),
+])
+def test_a_process_that_dies_is_reported_and_the_checker_carries_on(call, args, message):
+    with Student(parts=[("<solution>", SOURCE)]) as s:
+        with pytest.raises(CheckFailed, match=message):
+            s.call(call, *args)
+        with pytest.raises(CheckFailed, match=message):   # and it stays dead, with the same reason
+            s.call("double", 1)
+
+
+def test_a_call_that_runs_too_long_is_killed():
+    with Student(parts=[("<solution>", SOURCE)]) as s:
+        pid = s.process.pid
+        started = time.monotonic()
+        with pytest.raises(CheckFailed, match="timed out"):
+            s.call("spin", _timeout=2)
+        assert time.monotonic() - started < 10
+        time.sleep(0.5)
+        assert not os.path.exists(f"/proc/{pid}")  # killed and reaped
+
+
+def test_forbidden_library_objects_are_switched_off_and_their_source_hidden():
+    source = '''
+import importlib, inspect, torch
+def make():
+    return torch.amp.GradScaler("cpu")
+def source_length():
+    import torch.amp.grad_scaler as m
+    return len(open(m.__file__).read())
+def reloaded():
+    import torch.amp.grad_scaler as m
+    try:
+        return hasattr(importlib.reload(m), "GradScaler")
+    except ImportError:
+        return False
+def subclass():
+    return torch.cpu.amp.GradScaler()
+'''
+    with Student(parts=[("<solution>", source)], forbid=["torch.amp.GradScaler"]) as s:
+        with pytest.raises(StudentRaised, match="switched off"):
+            s.call("make")
+        with pytest.raises(StudentRaised, match="switched off"):
+            s.call("subclass")
+        if s.process.isolation == "namespaces":
+            assert s.call("source_length") == 0
+            assert s.call("reloaded") is False
+    assert torch.amp.GradScaler("cpu").get_scale() == 65536.0   # untouched here
+
+
+def test_the_host_cannot_reach_the_checker():
+    with Student(parts=[("<solution>", SOURCE)]) as s:
+        if s.process.isolation != "namespaces":
+            pytest.skip(f"no namespaces on this machine: {s.process.why}")
+        secret = os.path.abspath(__file__)
+        zygote.make_non_dumpable()
+        try:
+            found = s.call("look", os.getpid(), secret)
+        finally:
+            zygote._libc.prctl(zygote.PR_SET_DUMPABLE, 1, 0, 0, 0)
+    assert found["pid"] == 1 and found["tmp"] == []                # its own PID namespace, its own /tmp
+    assert found["signal"] in ("ProcessLookupError", "PermissionError")
+    assert {found["environ"], found["mem"], found["fd"]} <= {"PermissionError", "FileNotFoundError"}
+    assert found["network"] in ("ConnectionRefusedError", "OSError", "TimeoutError")
+    assert found["path"] is False or os.path.dirname(secret) not in (os.getcwd(), os.path.expanduser("~"))
+
+
+# -- ranks --------------------------------------------------------------------------------------
+
+RANKS = '''
+import torch
+import torch.distributed as dist
+
+def ring(tensor):
+    rank, n = dist.get_rank(), dist.get_world_size()
+    chunks = tensor.view(-1).tensor_split(n)
+    right, left = (rank + 1) % n, (rank - 1) % n
+    buf = torch.empty_like(chunks[0])
+    for k in range(n - 1):
+        s, r = (rank - k) % n, (rank - k - 1) % n
+        incoming = buf[: chunks[r].numel()]
+        for req in [dist.isend(chunks[s], right), dist.irecv(incoming, left)]:
+            req.wait()
+        chunks[r].add_(incoming)
+    for k in range(n - 1):
+        s, r = (rank + 1 - k) % n, (rank - k) % n
+        for req in [dist.isend(chunks[s], right), dist.irecv(chunks[r], left)]:
+            req.wait()
+
+def whole(tensor):
+    rank, n = dist.get_rank(), dist.get_world_size()
+    total, current, incoming = tensor.clone(), tensor.clone(), torch.empty_like(tensor)
+    for _ in range(n - 1):
+        for req in [dist.isend(current, (rank + 1) % n), dist.irecv(incoming, (rank - 1) % n)]:
+            req.wait()
+        total += incoming
+        current, incoming = incoming, current
+    tensor.copy_(total)
+
+def collective(tensor, name):
+    if name == "barrier":
+        dist.barrier()
+    elif name == "broadcast":
+        dist.broadcast(tensor, 0)
+    else:
+        getattr(dist, name)(tensor)
+
+def deadlock(tensor):
+    rank, n = dist.get_rank(), dist.get_world_size()
+    dist.send(tensor, (rank + 1) % n)
+    dist.recv(tensor, (rank - 1) % n)
+
+def mismatch(tensor):
+    if dist.get_rank() == 0:
+        dist.send(tensor, 1)
+    else:
+        dist.recv(torch.empty(tensor.numel() + 1), 0)
+
+def gather_to_zero(tensor):
+    if dist.get_rank() == 0:
+        for _ in range(dist.get_world_size() - 1):
+            buf = torch.empty_like(tensor)
+            dist.recv(buf)
+            tensor.add_(buf)
+    else:
+        dist.send(tensor, 0)
+
+def batched(tensor):
+    rank, n = dist.get_rank(), dist.get_world_size()
+    buf = torch.empty_like(tensor)
+    ops = [dist.P2POp(dist.isend, tensor, (rank + 1) % n), dist.P2POp(dist.irecv, buf, (rank - 1) % n)]
+    for req in dist.batch_isend_irecv(ops):
+        req.wait()
+    tensor.add_(buf)
+
+def busy():
+    import threading, time
+    def burn():
+        while True:
+            pass
+    threading.Thread(target=burn, daemon=True).start()
+    return True
+'''
+
+
+@pytest.fixture(scope="module")
+def four():
+    with Ranks(parts=[("<ranks>", RANKS)], n=4, timeout=60) as ranks:
+        yield ranks
+
+
+def _shared(ranks, n, numel, dtype=torch.float32):
+    data = [torch.arange(numel, dtype=torch.float64).to(dtype) * (r + 1) for r in range(n)]
+    return data, [ranks[r].share(d) for r, d in enumerate(data)]
+
+
+@pytest.mark.parametrize("numel", [3, 1001, 65537])
+def test_a_ring_sums_in_place_and_the_relay_counts_its_bytes(four, numel):
+    data, shared = _shared(four, 4, numel)
+    four.call("ring", [(s,) for s in shared])
+    expected = sum(data)
+    assert all(torch.allclose(s.read(), expected) for s in shared)
+    for r, t in enumerate(four.traffic):
+        chunk = [c.numel() * 4 for c in torch.arange(numel).tensor_split(4)]
+        assert t["bytes_sent"] == sum(chunk[(r - k) % 4] for k in range(3)) + sum(chunk[(r + 1 - k) % 4] for k in range(3))
+        assert t["messages_sent"] == t["messages_received"] == 6 and t["peers_sent"] == [(r + 1) % 4]
+    assert four.seconds > 0
+
+
+def test_a_ring_that_passes_whole_tensors_sends_n_minus_1_times_the_data(four):
+    _, shared = _shared(four, 4, 1000)
+    four.call("whole", [(s,) for s in shared])
+    assert [t["bytes_sent"] for t in four.traffic] == [3 * 4000] * 4
+
+
+@pytest.mark.parametrize("name", ["all_reduce", "broadcast", "barrier"])
+def test_the_group_has_no_collective(name):
+    with Ranks(parts=[("<ranks>", RANKS)], n=2) as ranks:
+        with pytest.raises(CheckFailed, match="is a collective operation"):
+            ranks.call("collective", [(torch.ones(2), name)] * 2)
+
+
+def test_a_deadlock_is_reported_at_once_with_what_each_rank_waits_for():
+    with Ranks(parts=[("<ranks>", RANKS)], n=3) as ranks:
+        started = time.monotonic()
+        with pytest.raises(CheckFailed, match="deadlock") as info:
+            ranks.call("deadlock", [(ranks[r].share(torch.ones(2)),) for r in range(3)])
+        assert time.monotonic() - started < 5
+    for r in range(3):
+        assert f"rank {r} sends 8 bytes to rank {(r + 1) % 3}" in str(info.value)
+
+
+def test_a_receive_of_the_wrong_size_fails_on_both_sides():
+    with Ranks(parts=[("<ranks>", RANKS)], n=2) as ranks:
+        with pytest.raises(CheckFailed, match="the sizes must match"):
+            ranks.call("mismatch", [(torch.ones(4),)] * 2)
+
+
+def test_any_source_and_batched_operations(four):
+    data, shared = _shared(four, 4, 5)
+    four.call("gather_to_zero", [(s,) for s in shared])
+    assert torch.equal(shared[0].read(), sum(data))
+    data, shared = _shared(four, 4, 5)
+    four.call("batched", [(s,) for s in shared])
+    assert all(torch.equal(shared[r].read(), data[r] + data[(r - 1) % 4]) for r in range(4))
+
+
+def test_frozen_ranks_use_no_processor():
+    with Ranks(parts=[("<ranks>", RANKS)], n=1) as ranks:
+        assert ranks.call("busy", [()]) == [True]
+        pid = ranks[0].process.pid
+
+        def cpu() -> float:
+            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+        ranks.freeze()
+        try:
+            time.sleep(0.3)
+            before = cpu()
+            time.sleep(1.0)
+            assert cpu() - before < 0.05
+        finally:
+            ranks.thaw()
+        time.sleep(0.5)
+        assert cpu() > before
+
+
+# -- seeds and comparisons ----------------------------------------------------------------------
+
+def test_seeds_are_fixed_without_a_secret_and_change_with_it():
+    set_secret(None)
+    fixed = seed("case", 1)
+    assert fixed == seed("case", 1) != seed("case", 2)
+    set_secret("submission a")
+    a = seed("case", 1)
+    set_secret("submission b")
+    assert a != seed("case", 1) and a != fixed
+    set_secret(None)
+
+
+def test_differences_name_the_place_and_compare_types_exactly():
+    assert difference({"a": [1.0, torch.ones(2)]}, {"a": [1.0, torch.ones(2)]}) is None
+    assert difference(float("nan"), float("nan")) is None
+    assert "a > [1]" in difference({"a": [1.0, torch.zeros(2)]}, {"a": [1.0, torch.ones(2)]})
+    assert "(int), expected 1.0 (float)" in difference(1, 1.0)
+    assert "got a list" in difference([1], (1,)) or "expected a tuple" in difference([1], (1,))
+    assert "dtype" not in (difference(torch.ones(2), torch.ones(2)) or "")
+    assert "float64 tensor, expected float32" in difference(torch.ones(2, dtype=torch.float64), torch.ones(2))
+    assert difference(torch.tensor([math.inf]), torch.tensor([math.inf])) is None
+    assert difference(torch.tensor([1.0]), torch.tensor([1.0 + 1e-7]), rtol=1e-6) is None
+
+
+def test_the_zygote_reports_how_its_hosts_are_isolated():
+    with Student(parts=[("<solution>", SOURCE)]) as s:
+        assert s.process.isolation in ("namespaces", "process")
+        if s.process.isolation == "process":
+            assert s.process.why
+        os.kill(s.process.pid, signal.SIGKILL)
+        with pytest.raises(CheckFailed, match="died"):
+            s.call("double", 1)
