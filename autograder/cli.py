@@ -92,10 +92,14 @@ def cmd_grade(args: argparse.Namespace) -> int:
 def cmd_feedback(args: argparse.Namespace) -> int:
     from .feedback import generate_feedback
 
-    paths = generate_feedback(args.assignment, Path(args.course).resolve(), _db_url(args), args.students)
+    failures: dict[str, str] = {}
+    paths = generate_feedback(args.assignment, Path(args.course).resolve(), _db_url(args), args.students,
+                              failures=failures)
     for path in paths:
         print(path)
-    return 0
+    for student, reason in failures.items():
+        print(f"no feedback for {student}: {reason}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -185,6 +189,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     report.write_html(records, html, title=f"Grading report: {args.assignment or 'all assignments'}")
     print(f"\nreport: {html}")
     return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from .doctor import run_doctor
+
+    return run_doctor(args)
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
@@ -311,6 +321,13 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("assignment", nargs="?")
     r.add_argument("--html", metavar="FILE")
     r.set_defaults(func=cmd_report)
+
+    d = sub.add_parser("doctor", help="can this node grade? sandbox, limits, Python stack, GPUs, workers, gradebook, "
+                       "a timed grade of each reference solution; exit status 1 when it cannot")
+    d.add_argument("--gpu", action="store_true", help="a GPU runner: a missing GPU (or CUDA in the sandbox) fails")
+    d.add_argument("--exercises", metavar="IDS", help="grade only these references (comma-separated; '' for none)")
+    d.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    d.set_defaults(func=cmd_doctor)
 
     m = sub.add_parser("sample", help="build the sample class (honest and adversarial submissions) and grade it")
     m.add_argument("--assignment", default="gradscaler")

@@ -215,9 +215,9 @@ def adversarial(assignment: str, course_root: Path) -> list[Sample]:
         Sample("writer", "tries to write the gradebook", _nb_bytes(_with_cell(ref, WRITE_GRADEBOOK.format(**fmt))),
                ("graded",), total, full),
         Sample("netcat", "opens network connections", _nb_bytes(_with_cell(ref, NETWORK)), ("graded",), total, full),
-        Sample("patcher", "a wrong solution (never skips a step) plus a cell that replaces dlperf.grading.isolated, "
-               "torch.equal, torch.allclose and the clock and swallows every error: still the wrong solution's "
-               "score", _nb_bytes(_with_cell(never_nb, TAMPER_KERNEL, position=_first_solution(never_nb))),
+        Sample("patcher", "a wrong solution (never skips a step) plus a cell that replaces dlperf.grading's "
+               "functions, torch.equal, torch.allclose and the clock in the kernel and swallows every error: the "
+               "hidden checks never run there, so still the wrong solution's score", _nb_bytes(_with_cell(never_nb, TAMPER_KERNEL, position=_first_solution(never_nb))),
                ("graded",), sum(never.expect.values()), dict(never.expect)),
         Sample("anything", "unscale_grads_ returns an object that compares equal to anything: the unscale test "
                "checks the type, not only ==, so it loses those 2 points (the class's other tests do not use "
@@ -237,6 +237,29 @@ def adversarial(assignment: str, course_root: Path) -> list[Sample]:
                course.release_notebook(assignment).read_bytes(), ("graded",), 0.0, {k: 0.0 for k in graded},
                when=T0 + dt.timedelta(hours=1), filename=f"twice_11111_2_{ASSIGNMENT_FILE}"),
     ]
+    return samples + red_team(assignment)
+
+
+def red_team(assignment: str) -> list[Sample]:
+    """The attacks of :mod:`autograder.redteam`, each on top of its base solution, expecting that solution's scores."""
+    from .redteam import ATTACKS
+
+    graded = course.graded_cells(assignment)
+    stub = nbformat.read(course.release_notebook(assignment), as_version=4)
+    bases: dict[str, tuple[Any, dict[str, float]]] = {
+        "stub": (stub, {k: 0.0 for k in graded}),
+        "reference": (course.reference_submission(assignment), dict(graded))}
+    first = next(gid for gid, source in course.solution_cells(assignment).items())
+    samples = []
+    for attack in ATTACKS:
+        if attack.base not in bases:
+            snippet = course.Snippet.parse(course.SUBMISSIONS / assignment / f"{attack.base}.py")
+            bases[attack.base] = (course.build_submission(assignment, snippet.cells), dict(snippet.expect))
+        nb, expect = bases[attack.base]
+        cell = next(c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == first)
+        attacked = _edit_cell(nb, first, textwrap.dedent(attack.code).strip() + "\n\n" + cell.source)
+        samples.append(Sample(attack.name, f"red team: {attack.why}", _nb_bytes(attacked), ("graded",),
+                              sum(expect.values()), dict(expect)))
     return samples
 
 

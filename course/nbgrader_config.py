@@ -36,8 +36,12 @@ c.Execute.execute_retries = 2
 # the error message) drops the frames that quote hidden-test lines as context.  Students still
 # see each failed check's message.  (max_traceback must be 3: 1 and 2 keep everything, an
 # off-by-one in nbgrader 0.9.)  tests/test_student_path.py checks the feedback for leaks.
+# (ClearHiddenTestsInTestCells: nbgrader's ClearHiddenTests for the test cells only; nbgrader's own
+# looks in every cell, and a student who writes its delimiter text in a cell breaks their feedback.)
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
-from nbgrader.preprocessors import ClearHiddenTests, GetGrades  # noqa: E402
+from nbgrader.preprocessors import GetGrades  # noqa: E402
 
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+from autograder.feedback import ClearHiddenTestsInTestCells  # noqa: E402
+
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTestsInTestCells, CSSHTMLHeaderPreprocessor]
 c.LimitOutput.max_traceback = 3

@@ -11,9 +11,12 @@ exercise on a runner without GPU), refusing to run without the sandbox.
 
 from __future__ import annotations
 
+import base64
 import csv
 import json
 import os
+import re
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -24,7 +27,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import course, notebook, sample
+from autograder import course, notebook, redteam, sample
 from autograder.gradebook import Writer
 from autograder.sandbox import SandboxUnavailable, check_available
 
@@ -86,7 +89,7 @@ def test_prepare_restores_and_reports_tampering() -> None:
     job = prepared.check_job()
     assert [t["grade_id"] for t in job["tests"]] == list(course.graded_cells(ASSIGNMENT))
     assert {s["grade_id"]: s["names"] for s in job["solutions"]} == {
-        "gradscaler-unscale": ["torch", "unscale_grads_"], "gradscaler-scaler": ["GradScaler", "math", "torch"]}
+        "gradscaler-unscale": ["unscale_grads_"], "gradscaler-scaler": ["GradScaler"]}
 
 
 def test_prepare_rejects_what_is_not_the_assignment() -> None:
@@ -117,8 +120,32 @@ def test_defined_names() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+DECOY_ROOTS = [Path("/srv"), Path("/opt"), Path("/var/tmp"), Path("/home"), course.REPO.parent]
+
+
 @pytest.fixture(scope="module")
-def graded_class(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def decoys() -> list[Path]:
+    """Copies of the course's solutions where a careless machine keeps them: another clone beside this one,
+    a shared folder, a home folder.  The sandboxes must not see any of them."""
+    made, files = [], []
+    for root in DECOY_ROOTS:
+        if not os.access(root, os.W_OK):
+            continue
+        top = root / f"dlperf-decoy-{os.getpid()}"
+        target = top / "course" / "solutions" / ASSIGNMENT
+        target.mkdir(parents=True)
+        (target / f"{ASSIGNMENT}.ipynb").write_bytes(course.source_notebook(ASSIGNMENT).read_bytes())
+        for path in (top, top / "course", top / "course" / "solutions", target, target / f"{ASSIGNMENT}.ipynb"):
+            path.chmod(0o755 if path.is_dir() else 0o644)   # readable by anyone: only the sandbox may stop it
+        made.append(top)
+        files.append(target / f"{ASSIGNMENT}.ipynb")
+    yield files
+    for top in made:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def graded_class(tmp_path_factory: pytest.TempPathFactory, decoys: list[Path]) -> dict:
     _sandbox_or_skip()
     root = tmp_path_factory.mktemp("class") / "course"
     root.mkdir()
@@ -189,9 +216,37 @@ def test_sandbox_kept_student_code_in(graded_class: dict) -> None:
                 cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             except OSError:
                 continue
-            if "dlperf-sandbox" in cmd or "ipykernel_launcher" in cmd and str(root) in cmd:
+            if "dlperf-sandbox" in cmd or "ipykernel_launcher" in cmd and str(root) in cmd \
+                    or "autograder.checks" in cmd or "autograder.trusted.zygote" in cmd:
                 leftovers.append(cmd[:200])
     assert not leftovers, leftovers
+
+
+def _reports(nb: nbformat.NotebookNode, tag: str) -> list[list[str]]:
+    """What a red-team attack reported (``TAG[n]:zlib+base64``) in a graded notebook's outputs."""
+    import zlib
+
+    return [json.loads(zlib.decompress(base64.b64decode(blob)))
+            for blob in re.findall(tag + r"\[\d+\]:([A-Za-z0-9+/=]+)", _outputs(nb))]
+
+
+def test_red_team_finds_nothing_worth_taking(graded_class: dict, decoys: list[Path]) -> None:
+    """The attacks ran (each left its report) and found no hidden check, no expected value, no course file."""
+    root = graded_class["root"]
+    # The search would find the decoys outside the sandbox: the test below can fail.
+    scope: dict = {}
+    exec(redteam._FIND, scope)  # noqa: S102 - our own attack code
+    assert decoys and set(map(str, decoys)) <= set(scope["_course_files"]())
+    exfil = _reports(_graded_notebook(root, "exfiltrate"), "EXFIL")
+    assert exfil, "the exfiltrate attack left no report"
+    secret = course.secret_lines(ASSIGNMENT)
+    for found in exfil:
+        text = "\n".join(map(str, found))
+        assert not [line for line in secret if line in text], text[:2000]
+        assert not [f for f in found if "solutions" in f or "gradebook" in f or "autograder-key" in f], found
+    files = _reports(_graded_notebook(root, "read-files"), "FILES")
+    assert files and all(found == [] for found in files), files     # the kernel's report: nothing
+    assert graded_class["records"]["kill-all"]["outcome"] == "graded"  # the checker was out of its reach
 
 
 def test_gradebook_is_nbgraders_and_consistent(graded_class: dict) -> None:

@@ -102,6 +102,7 @@ def _enter_namespaces(private: Sequence[str], hide: Sequence[str]) -> None:
         f.write(f"{uid} {uid} 1")
     with open("/proc/self/gid_map", "w") as f:
         f.write(f"{gid} {gid} 1")
+    _check(_libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")  # the host cannot read us
     _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
     for path in private:
         if os.path.isdir(path):
@@ -143,8 +144,11 @@ def _close_other_fds(keep: set[int]) -> None:
 
 
 def _run_host(channel: int, relay: int | None, output: int | None, isolated: bool) -> None:
-    """In the host (after the last fork): clean descriptors, no capability, then serve the checker."""
+    """In the host (after the last fork): its own session, clean descriptors, no capability, then serve."""
     _die_with_parent()
+    # A session and process group of its own: kill(0) and killpg() from student code reach the host's
+    # processes only (the checker's process group spans PID namespaces).
+    os.setsid()
     devnull = os.open(os.devnull, os.O_RDWR)
     out = output if output is not None else devnull
     os.dup2(devnull, 0)
@@ -191,7 +195,6 @@ def _monitor(request: dict[str, Any], fds: list[int], report: int) -> None:
             os.close(fd)
     os.write(report, json.dumps({"pid": pid, "isolation": isolation, "why": why}).encode())
     os.close(report)
-    _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     while True:
         try:
             _, status = os.waitpid(pid, 0)
