@@ -195,6 +195,19 @@ if __name__ == "student_solution":
     atexit.register(lambda: [os.write(fd, frame) for fd in fds])
 '''
 
+PARTIAL_FRAME = '''
+if __name__ == "student_solution":
+    # Half an answer on every descriptor (a length that promises more than follows), then leave.
+    import os, struct
+    for n in os.listdir("/proc/self/fd"):
+        if n.isdigit() and int(n) > 2:
+            try:
+                os.write(int(n), struct.pack("<II", 1000, 0) + b'{"op": "done", "ok"')
+            except OSError:
+                pass
+    os._exit(0)
+'''
+
 RACE = '''
 if __name__ == "student_solution":
     # A thread that keeps writing "done" answers while the real code runs, hoping one is read first.
@@ -237,4 +250,6 @@ ATTACKS = [
            "real ones, an exit handler that does the same: 0", "stub", LATE_WRITER),
     Attack("race", "the stub, plus a thread that floods the channel with 'done' answers while the code runs: "
            "the checks read garbage or the real answer, never a pass: 0", "stub", RACE),
+    Attack("partial-frame", "the stub, plus half an answer written on every descriptor before the process "
+           "leaves: the check sees a process that died mid-answer: 0", "stub", PARTIAL_FRAME),
 ]

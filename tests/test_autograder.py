@@ -26,6 +26,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import torch
 
 from autograder import course, notebook, redteam, sample
 from autograder.gradebook import Writer
@@ -420,3 +421,65 @@ def test_options_come_from_the_command_line_then_autograder_toml(tmp_path: Path)
     (tmp_path / "autograder.toml").write_text('[grading]\ncell_timout = 3\n')
     with pytest.raises(ValueError, match="unknown key"):
         cli.resolve(cli.parser().parse_args(["--course", str(tmp_path), "status"]))
+
+
+PROBE_INPUTS = '''
+import json
+import torch
+
+
+def allreduce(data):
+    # Right for one replica (nothing to do); for more, report the hidden inputs through the failure
+    # message the feedback shows.
+    if len(data) > 1:
+        raise ValueError("INPUTS" + json.dumps([t.tolist() for t in data]) + "END")
+'''
+
+REPLAY = '''
+import json
+import torch
+
+SEEN = {seen!r}
+
+
+def allreduce(data):
+    # The answers for the inputs an earlier feedback showed; else report these inputs too.
+    key = repr([t.tolist() for t in data])
+    if key in SEEN:
+        for t in data:
+            t.copy_(torch.tensor(SEEN[key], dtype=t.dtype))
+    elif len(data) > 1:
+        raise ValueError("INPUTS" + json.dumps([t.tolist() for t in data]) + "END")
+'''
+
+
+def _revealed(root: Path, student: str) -> list:
+    nb = nbformat.read(root / "autograded" / student / "allreduce" / "allreduce.ipynb", as_version=4)
+    messages = [o.get("evalue", "") for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    return [json.loads(blob) for blob in re.findall(r"INPUTS(\[.*?\])END", "\n".join(messages))]
+
+
+def test_inputs_read_out_of_one_feedback_do_not_help_the_next_submission(tmp_path: Path) -> None:
+    """Resubmitting to probe hidden inputs: each submission's random inputs come from its own seed."""
+    _sandbox_or_skip()
+    root = tmp_path / "course"
+    folder = root / "submitted" / "mallory" / "allreduce"
+    folder.mkdir(parents=True)
+    (folder / "allreduce.ipynb").write_text(nbformat.writes(
+        course.build_submission("allreduce", {"allreduce-sum": PROBE_INPUTS})))
+    autograder(root, "grade", "allreduce", "--cpu", "--workers=1")
+    first = _revealed(root, "mallory")
+    assert first, "the first submission read no input out of its feedback"
+    autograder(root, "grade", "allreduce", "--cpu", "--workers=1", "--force")
+    assert _revealed(root, "mallory") == first          # a regrade of the same file draws the same inputs
+    seen = {repr(tensors): torch.tensor(tensors, dtype=torch.float64).sum(0).tolist() for tensors in first}
+    (folder / "allreduce.ipynb").write_text(nbformat.writes(
+        course.build_submission("allreduce", {"allreduce-sum": REPLAY.format(seen=seen)})))
+    autograder(root, "grade", "allreduce", "--cpu", "--workers=1")
+    second = _revealed(root, "mallory")
+    # The new file drew new inputs: the replayed answers matched none of them (it reported them instead).
+    assert second and not {repr(t) for t in second} & set(seen)
+    with Writer(f"sqlite:///{root / 'gradebook.db'}", root) as writer:
+        record = {r["student"]: r for r in writer.records("allreduce")}["mallory"]
+    assert record["cells"]["allreduce-sum-test-values"]["score"] == 0
+    assert record["cells"]["allreduce-sum-test-dtypes"]["score"] == 0
