@@ -569,7 +569,10 @@ def _plan_mounts(workdir: Path, hide: Sequence[Path], expose: Sequence[Path], ru
     for link in links:
         steps.append(("symlink", link, os.readlink(link)))
     allowed = _outermost(_normal([*(p for p in system if not p.is_symlink()), *runtime, *expose]))
-    allowed = [p for p in allowed if not _under(p, private) and p not in links]
+    # A path under a private folder (a clone of the course and its .venv under /tmp: CI's fresh clone) is
+    # bound on top of the private tmpfs, as the workdir is; the private folders themselves and the folders
+    # that contain them are never bound (that would undo them).
+    allowed = [p for p in allowed if p not in links and not any(r.is_relative_to(p) for r in private)]
     made: set[Path] = {Path("/"), *private}
 
     def reach(path: Path) -> None:
@@ -582,7 +585,7 @@ def _plan_mounts(workdir: Path, hide: Sequence[Path], expose: Sequence[Path], ru
     for path in allowed:
         reach(path)
         steps.append(("ro-bind", path, ""))
-    inner = _outermost(h for h in hide if _under(h, allowed) and not _under(h, private))
+    inner = _outermost(h for h in hide if _under(h, allowed))
     for path in inner:
         steps.append(("tmpfs" if path.is_dir() else "null", path, ""))
     reach(workdir)

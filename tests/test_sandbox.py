@@ -155,6 +155,26 @@ print(json.dumps({"secret": read(f"{root}/course/secret.txt"), "ok": read(f"{roo
 
 
 @needs_bwrap
+def test_an_exposed_folder_under_tmp_is_bound_on_top_of_the_private_tmp(tmp_path: Path) -> None:
+    """A clone of the course under /tmp (with its .venv: a fresh clone in CI, a test's clone) is usable inside."""
+    root = tmp_path / "clone"
+    (root / "course" / "pkg" / "tests").mkdir(parents=True)
+    (root / "course" / "secret.txt").write_text("hidden tests\n")
+    (root / "course" / "pkg" / "ok.txt").write_text("exposed\n")
+    (root / "course" / "pkg" / "tests" / "hidden.py").write_text("answers\n")
+    for path in [root, root / "course", root / "course" / "pkg", root / "course" / "pkg" / "tests"]:
+        path.chmod(0o755)
+    (tmp_path / "beside.txt").write_text("not for the sandbox\n")
+    with Sandbox(tmp_path / "job", hide=[root / "course" / "pkg" / "tests"], expose=[root / "course" / "pkg"]) as box:
+        out = run(box, READ + "\nprint(json.dumps(read(sys.argv[2])))", str(root), str(tmp_path / "beside.txt"))
+        assert Path("/tmp") not in box.visible() and root / "course" / "pkg" in box.visible()
+    assert out.returncode == 0, out.stderr
+    seen, beside = map(json.loads, out.stdout.splitlines())
+    assert seen["ok"] == "exposed\n" and seen["tests"] == []      # exposed, and hidden inside it
+    assert seen["secret"] == "FileNotFoundError" and beside == "FileNotFoundError"
+
+
+@needs_bwrap
 def test_only_the_allowlist_exists_inside(course: Path, tmp_path: Path) -> None:
     with Sandbox(tmp_path / "bare") as box:  # nothing of the machine but the system and the Python
         seen = json.loads(run(box, READ, str(course)).stdout)
