@@ -327,6 +327,12 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--gpu", action="store_true", help="a GPU runner: a missing GPU (or CUDA in the sandbox) fails")
     d.add_argument("--exercises", metavar="IDS", help="grade only these references (comma-separated; '' for none)")
     d.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    limits = d.add_argument_group("the limits to check and grade the references with (default: autograder.toml's)")
+    limits.add_argument("--cell-timeout", type=float, help="seconds per cell of the student's notebook (120)")
+    limits.add_argument("--timeout", type=float, help="seconds per submission, everything included (600)")
+    limits.add_argument("--memory", type=float, help="GiB of memory for each sandbox (6)")
+    limits.add_argument("--processes", type=int, help="processes allowed in each sandbox (512)")
+    limits.add_argument("--no-sandbox", action="store_true", help="check grading WITHOUT bubblewrap")
     d.set_defaults(func=cmd_doctor)
 
     m = sub.add_parser("sample", help="build the sample class (honest and adversarial submissions) and grade it")
