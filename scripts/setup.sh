@@ -8,6 +8,12 @@
 # Elsewhere the CPU build torch==2.13.0 is installed first, from the local wheel
 # folder pip is configured with, so that the range in pyproject.toml is already
 # satisfied and pip never pulls a multi-GB CUDA build.
+#
+# Offline (an air-gapped GPU node): WHEELHOUSE=<folder made by `make wheelhouse`>
+# installs from that folder alone (pip --no-index --find-links), never from an
+# index.  The node's torch (and numpy) are kept as above; the folder holds every
+# other wheel (scripts/wheelhouse.py).  Without torch on the machine, the folder
+# must hold one (make wheelhouse TORCH=torch==2.13.0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +21,16 @@ PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 TORCH_CPU=${TORCH_CPU:-torch==2.13.0}
 D2L=d2l==1.0.3
+WHEELHOUSE=${WHEELHOUSE:-}
+offline=()
+if [ -n "$WHEELHOUSE" ]; then
+  if [ ! -d "$WHEELHOUSE" ]; then
+    echo "setup: WHEELHOUSE=$WHEELHOUSE is not a folder (make one with: make wheelhouse PY=<the node's python>)" >&2
+    exit 1
+  fi
+  WHEELHOUSE=$(cd "$WHEELHOUSE" && pwd)
+  offline=(--no-index --find-links "$WHEELHOUSE")
+fi
 
 key=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
 stamp="$VENV/.setup-$key"
@@ -23,6 +39,9 @@ if [ -f "$stamp" ]; then
 fi
 
 echo "setup: creating $VENV (one time; about two minutes)"
+if [ -n "$WHEELHOUSE" ]; then
+  echo "setup: installing offline from $WHEELHOUSE (no package index)"
+fi
 if [ ! -x "$VENV/bin/python" ]; then
   if "$PYTHON" -c "import torch" 2>/dev/null; then
     echo "setup: this machine ships torch $("$PYTHON" -c 'import torch; print(torch.__version__)'); keeping it"
@@ -32,15 +51,22 @@ if [ ! -x "$VENV/bin/python" ]; then
   fi
 fi
 pip=("$VENV/bin/python" -m pip --disable-pip-version-check --quiet)
+install=("${pip[@]}" install ${offline[@]+"${offline[@]}"})
 if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
   echo "setup: installing $TORCH_CPU (CPU build)"
-  "${pip[@]}" install "$TORCH_CPU"
+  if ! "${install[@]}" "$TORCH_CPU"; then
+    if [ -n "$WHEELHOUSE" ]; then
+      echo "setup: this machine's $PYTHON has no torch and $WHEELHOUSE holds no $TORCH_CPU wheel: use the" \
+           "node's Python that ships torch (PYTHON=...), or build the wheelhouse with TORCH=$TORCH_CPU" >&2
+    fi
+    exit 1
+  fi
 fi
 echo "setup: installing the course package and the book and test tools"
-"${pip[@]}" install -e ".[book,course,test]"
+"${install[@]}" -e ".[book,course,test]"
 # d2l pins numpy 1.23 and matplotlib 3.7, which cannot install beside numpy 2 /
 # Python 3.12: its helpers work on a modern stack, so it comes without its pins.
-"${pip[@]}" install --no-deps "$D2L"
+"${install[@]}" --no-deps "$D2L"
 # jsonschema's optional rfc3987-syntax (pulled in by jupyter-events) builds a parser
 # grammar at import: 4 s added to every notebook kernel that imports nbformat (each
 # chapter's glue, each grading run). jsonschema works without it (that URI format

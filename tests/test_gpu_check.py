@@ -1,0 +1,51 @@
+"""``make gpu-check`` (scripts/gpu_check.py): stops and says so without a GPU; its report's shape with one."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import ROOT
+
+spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
+gpu_check = importlib.util.module_from_spec(spec)
+sys.modules["gpu_check"] = gpu_check      # its dataclasses look their module up
+spec.loader.exec_module(gpu_check)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: make gpu-check runs for real here")
+def test_without_a_gpu_it_checks_nothing_and_says_so(tmp_path):
+    out = subprocess.run([sys.executable, "scripts/gpu_check.py", "--out", str(tmp_path / "check")], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == gpu_check.NO_GPU_EXIT == 2, out.stdout + out.stderr
+    assert "no GPU on" in out.stderr and "nothing was checked" in out.stderr
+    report = (tmp_path / "check" / "report.md").read_text()
+    assert "GPU(s): none" in report and "No GPU on this machine: nothing was checked" in report
+    assert f"torch: {torch.__version__}" in report
+    assert "| step |" not in report and "passed" not in report
+    assert sorted(p.name for p in (tmp_path / "check").iterdir()) == ["report.md"], "no step ran"
+
+
+def test_the_report_of_a_gpu_run_names_the_machine_and_each_step():
+    info = {"host": "gpu7", "cores": 16, "os": "Linux", "commit": "abc", "gpus": ["NVIDIA H100 80GB HBM3"],
+            "smi": ["NVIDIA H100 80GB HBM3, 580.95.05, 81559 MiB"], "driver": "580.95.05", "torch": "2.11.0+cu130",
+            "cuda": "13.0", "python": "3.12.3"}
+    steps = [gpu_check.Step("tests", ["pytest"], 0, 12.3, ROOT / "_build" / "gpu-check" / "tests.log"),
+             gpu_check.Step("doctor", ["autograder"], 1, 80.0, ROOT / "_build" / "gpu-check" / "doctor.log"),
+             gpu_check.Step("sample", ["autograder"])]
+    text = gpu_check.report_text(info, steps, (["async.json: launch (...)"], "1 chapter(s) recorded"), "2026-11-24")
+    assert "GPU(s): NVIDIA H100 80GB HBM3" in text and "driver: 580.95.05" in text and "CUDA 13.0" in text
+    assert "| tests | passed | 12 | _build/gpu-check/tests.log |" in text
+    assert "| doctor | FAILED (exit 1) | 80 |" in text and "| sample | not run |" in text
+    assert "**Result: FAILED (doctor).**" in text and "- async.json: launch (...)" in text
+
+
+def test_unknown_steps_are_refused():
+    out = subprocess.run([sys.executable, "scripts/gpu_check.py", "--steps", "tests,fly"], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "unknown step(s) ['fly']" in out.stderr
