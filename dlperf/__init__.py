@@ -14,7 +14,9 @@ autograder:
 * :mod:`dlperf.kvstore` -- a push/pull key-value store over point-to-point messages;
 * :mod:`dlperf.ddp_examples` -- the DistributedDataParallel worker code of the DDP chapter;
 * :mod:`dlperf.widgets` -- widgets that stay interactive in the static book;
-* :mod:`dlperf.d2l_compat` -- the d2l helpers, loaded without imposing d2l's pins.
+* :mod:`dlperf.d2l_compat` -- the d2l helpers, loaded without imposing d2l's pins;
+* :mod:`dlperf.gpu_reference` -- what a GPU build of the book measured, with its provenance, shown in
+  every build (or that there is none yet).
 """
 
 from .bench import (

@@ -6,13 +6,24 @@ so that an unchanged rebuild re-executes nothing.  When a page fails to
 execute, the execution report (the traceback) is printed, and kept under
 ``_build/html/reports/``.
 
-Usage: ``python scripts/build_book.py [--output DIR]`` (the README's ``make book``).
+The execution cache keys on the cells' code, not on the machine: outputs cached
+on a CPU would be shown in a build on a GPU machine (a checkout copied with its
+``_build``).  So the cache remembers the device it was made on
+(``_build/.jupyter_cache/DEVICE``) and is emptied when the build runs on another;
+``--fresh`` empties it anyway, so that every chapter executes here.
+
+On a CUDA machine the chapters record their GPU reference outputs into
+``_build/gpu_reference/`` (:mod:`dlperf.gpu_reference`; promote them into
+``book/_gpu_reference/`` after review).
+
+Usage: ``python scripts/build_book.py [--output DIR] [--fresh]`` (the README's ``make book``).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -21,7 +32,28 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def build(output: Path | None = None) -> int:
+def build_device() -> str:
+    """The device the chapters will run on, as the cache marker names it (``cpu``, or ``cuda: <GPU names>``)."""
+    out = subprocess.run([sys.executable, "-c", "import torch; n = torch.cuda.device_count() if "
+                          "torch.cuda.is_available() else 0; print('cuda: ' + ', '.join(torch.cuda.get_device_name(i) "
+                          "for i in range(n)) if n else 'cpu')"], capture_output=True, text=True)
+    return out.stdout.strip() or "unknown"
+
+
+def prepare_cache(cache: Path, fresh: bool) -> None:
+    """Empty the execution cache when asked, or when it was made on another device; mark it with this one."""
+    device = build_device()
+    marker = cache / "DEVICE"
+    made_on = marker.read_text().strip() if marker.is_file() else None
+    if cache.exists() and (fresh or made_on != device):
+        why = "--fresh" if fresh else (f"it was made on {made_on}" if made_on else "it does not say where it was made")
+        print(f"build_book: emptying the execution cache ({why}); every chapter executes on {device}", flush=True)
+        shutil.rmtree(cache)
+    cache.mkdir(parents=True, exist_ok=True)
+    marker.write_text(device + "\n")
+
+
+def build(output: Path | None = None, fresh: bool = False) -> int:
     """Run ``jupyter-book build`` and return its exit status."""
     # --all: Sphinx writes every page again (from the execution cache, nothing re-executes), so
     # that the navigation of unchanged pages shows pages added since the last build.
@@ -32,7 +64,10 @@ def build(output: Path | None = None) -> int:
     # Inductor's compiled kernels are cached beside the execution cache, so that a
     # rebuild reuses them and a cold build (fresh clone) really is cold.
     build_dir = (output or ROOT) / "_build"
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(build_dir / ".inductor_cache")}
+    # _config.yml's execute.cache, relative to the working directory of the build (ROOT)
+    prepare_cache(ROOT / "_build" / ".jupyter_cache", fresh)
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(build_dir / ".inductor_cache"),
+           "DLPERF_GPU_REFERENCE_OUT": str(build_dir / "gpu_reference")}
     started = time.perf_counter()
     status = subprocess.call(cmd, cwd=ROOT, env=env)
     elapsed = time.perf_counter() - started
@@ -51,8 +86,9 @@ def build(output: Path | None = None) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", type=Path, default=None, help="build into DIR/_build instead of ./_build")
+    parser.add_argument("--fresh", action="store_true", help="empty the execution cache: every chapter executes")
     args = parser.parse_args()
-    sys.exit(build(args.output))
+    sys.exit(build(args.output, args.fresh))
 
 
 if __name__ == "__main__":
