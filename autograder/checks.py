@@ -1,7 +1,8 @@
 """The check run: the hidden test cells, in the trusted process that decides the scores.
 
-Started (inside its own sandbox) as ``python -m autograder.checks`` *before*
-the submission is known: it imports torch and the grading library, makes
+Started (inside its own sandbox) as ``python -m autograder.checks [MODULE...]``
+*before* the submission is known: it imports torch, the grading library and the
+modules named (the assignment's setup imports), makes
 itself non-dumpable (no process of the same user may trace it or read its
 memory, descriptors or environment) and forks the **zygote**
 (:mod:`autograder.trusted.zygote`) from which every process that runs student
@@ -12,8 +13,11 @@ path.
 
 The job (JSON, see :meth:`autograder.notebook.Prepared.check_job`) holds the
 instructor's setup cells, the student's solution cells, the hidden test cells,
-the submission's time budget and its secret (the seed of every random input,
-:mod:`autograder.trusted.seeds`).  The setup and test cells are the
+the submission's time budget, its secret (the seed of every random input,
+:mod:`autograder.trusted.seeds`) and the assignment's files (given to each
+process that runs the solution, in its working folder).  An assignment of
+several notebooks sends one such set of cells per notebook, each run in a
+namespace of its own.  The setup and test cells are the
 instructor's code and run here; a solution cell never runs here: each name it
 defines is bound to a placeholder whose source is that cell, so that a test
 cell's ``Student(allreduce)`` (:mod:`autograder.trusted`) loads the student's
@@ -26,7 +30,7 @@ Protocol, one JSON line each, on the file descriptor that was stdout at
 start-up (file descriptor 1 itself points at ``/dev/null``, so nothing else
 written there can corrupt it): ``{"ready": true, ...}``; after the job was
 read to EOF, ``{"start": grade_id}`` before and ``{"test": grade_id,
-"outputs": [...], "seconds": s}`` after each test cell, so that the results
+"notebook": name, "outputs": [...], "seconds": s}`` after each test cell, so that the results
 of the cells that finished survive if this process dies; and last
 ``{"done": true, "setup_error": ..., "isolation": [...]}``.
 """
@@ -114,15 +118,13 @@ def run_cell(source: str, filename: str, namespace: dict[str, Any]) -> list[dict
     return outputs
 
 
-def run_job(job: Mapping[str, Any], emit: Callable[[dict[str, Any]], None] = lambda line: None) -> dict[str, Any]:
-    """Setup cells, solution placeholders, then every test cell; outputs and seconds per test cell.
+def run_notebook_job(job: Mapping[str, Any], emit: Callable[[dict[str, Any]], None] = lambda line: None,
+                     notebook: str = "") -> tuple[dict[str, Any], str | None]:
+    """One notebook's setup cells, solution placeholders, then every test cell, in a namespace of its own.
 
-    ``emit`` receives each progress line (``start``, ``test``) as it happens.
+    Returns the outputs and seconds per test cell and the first setup error.  ``emit`` receives each
+    progress line (``start``, ``test``) as it happens.
     """
-    from autograder.trusted import seeds, student
-
-    student.set_deadline(job.get("budget"))
-    seeds.set_secret(job.get("secret"))
     namespace: dict[str, Any] = {"__name__": "__main__"}
     setup_error = None
     for i, source in enumerate(job["setup"]):
@@ -137,11 +139,29 @@ def run_job(job: Mapping[str, Any], emit: Callable[[dict[str, Any]], None] = lam
             namespace[name] = _placeholder(name, filename)
     tests: dict[str, Any] = {}
     for cell in job["tests"]:
-        emit({"start": cell["grade_id"]})
+        emit({"start": cell["grade_id"], "notebook": notebook})
         start = time.perf_counter()
         outputs = run_cell(cell["source"], f"<test {cell['grade_id']}>", namespace)
         tests[cell["grade_id"]] = {"outputs": outputs, "seconds": time.perf_counter() - start}
-        emit({"test": cell["grade_id"], **tests[cell["grade_id"]]})
+        emit({"test": cell["grade_id"], "notebook": notebook, **tests[cell["grade_id"]]})
+    return tests, setup_error
+
+
+def run_job(job: Mapping[str, Any], emit: Callable[[dict[str, Any]], None] = lambda line: None) -> dict[str, Any]:
+    """Every notebook of the job (``notebooks``: ``[{name, setup, solutions, tests}]``, or one notebook's
+    fields at the top level); ``tests`` maps notebook -> grade id -> outputs and seconds."""
+    from autograder.trusted import seeds, student
+
+    student.set_deadline(job.get("budget"))
+    seeds.set_secret(job.get("secret"))
+    student.set_files({k: bytes.fromhex(v) for k, v in (job.get("files") or {}).items()})
+    notebooks = job["notebooks"] if "notebooks" in job else [{"name": "", **job}]
+    tests: dict[str, Any] = {}
+    setup_error = None
+    for nb_job in notebooks:
+        name = str(nb_job.get("name", ""))
+        tests[name], error = run_notebook_job(nb_job, emit, name)
+        setup_error = setup_error or error
     return {"tests": tests, "setup_error": setup_error, "isolation": sorted(student.isolations)}
 
 
@@ -158,14 +178,21 @@ def _device() -> dict[str, Any]:
     return info
 
 
-def _warm_up() -> str:
-    """Import what the checks use, stop being traceable, fork the zygote; before the job arrives."""
-    import torch  # noqa: F401
+def _warm_up(setup_imports: list[str]) -> str:
+    """Import what the checks use, stop being traceable, fork the zygote; before the job arrives.
+
+    ``setup_imports``: the modules the assignment's setup cells import (visible to students: nothing
+    secret), imported now so that neither the setup cells nor a host pays for them.
+    """
+    import importlib
 
     import dlperf.cluster  # noqa: F401
-    import dlperf.grading.host  # noqa: F401
-    import dlperf.grading.relay  # noqa: F401
     from autograder.trusted import zygote
+
+    zygote.preload()             # torch and what the hosts use: in this process and, through the fork, in each host
+    for name in setup_imports:
+        with contextlib.suppress(Exception):   # the setup cell's own import reports a failure
+            importlib.import_module(name)
 
     zygote.make_non_dumpable()   # no ptrace, no /proc/<pid>/mem, fd or environ for the student's processes
     # The zygote is a fork of this process taken now: it holds no hidden test (the job is not read yet)
@@ -181,7 +208,7 @@ def main() -> int:
     os.dup2(devnull, 1)
     sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - lives as long as the process
     start = time.perf_counter()
-    server = _warm_up()
+    server = _warm_up(sys.argv[1:])
     reply.write(json.dumps({"ready": True, "warm_up_seconds": time.perf_counter() - start, "zygote": server,
                             **_device()}) + "\n")
     reply.flush()

@@ -32,7 +32,7 @@ def _settings(args: argparse.Namespace) -> Any:
         hide.append(str(Path(args.db_url.removeprefix("sqlite:///")).resolve().parent))
     return Settings(cell_timeout=args.cell_timeout, submission_timeout=args.timeout,
                     memory_bytes=int(args.memory * GIB), processes=args.processes,
-                    sandbox=not args.no_sandbox, cpu=args.cpu, hide=tuple(hide))
+                    sandbox=not args.no_sandbox, cpu=args.cpu, hide=tuple(hide), threads=args.threads)
 
 
 def _choice(args: argparse.Namespace) -> Any:
@@ -70,9 +70,16 @@ def cmd_grade(args: argparse.Namespace) -> int:
         except SandboxUnavailable as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
+    from .assignment import AssignmentError
+
     root = Path(args.course).resolve()
-    run = grade_class(args.assignment, course_root=root, db_url=_db_url(args), students=args.students,
-                      force=args.force, settings=_settings(args), choice=_choice(args), retries=args.retries)
+    try:
+        run = grade_class(args.assignment, course_root=root, db_url=_db_url(args), students=args.students,
+                          force=args.force, settings=_settings(args), choice=_choice(args), retries=args.retries,
+                          mode=args.mode)
+    except AssignmentError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if run.records:
         from .gradebook import Writer
 
@@ -116,8 +123,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-EXPORT_COLUMNS = ["assignment", "student_id", "timestamp", "score", "max_score", "outcome", "reason", "device",
-                  "cpu_only", "graded_at"]
+EXPORT_COLUMNS = ["assignment", "student_id", "timestamp", "score", "max_score", "outcome", "reason", "mode",
+                  "device", "cpu_only", "graded_at"]
 
 
 def export_rows(course_root: Path, db_url: str) -> list[dict[str, Any]]:
@@ -144,14 +151,15 @@ def export_rows(course_root: Path, db_url: str) -> list[dict[str, Any]]:
                              "timestamp": timestamp.isoformat() if timestamp else "",
                              "score": "" if score is None else f"{score:g}", "max_score": f"{assignment.max_score:g}",
                              "outcome": record["outcome"] if record else "graded by nbgrader",
-                             "reason": record["reason"] if record else "", "device": record["device"] if record else "",
+                             "reason": record["reason"] if record else "",
+                             "mode": (record.get("mode") or "") if record else "", "device": record["device"] if record else "",
                              "cpu_only": record["cpu_only"] if record else "",
                              "graded_at": record["graded_at"] if record else ""})
     return rows
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from .engine import digest, find_submissions
+    from .engine import files_digest, find_submissions
     from .gradebook import Writer
 
     root = Path(args.course).resolve()
@@ -164,7 +172,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             left = []
             for sub in subs:
                 record = records.get(sub.student)
-                if record is None or record["digest"] != digest(sub.path.read_bytes()) \
+                if record is None or record["digest"] != files_digest(sub.files()) \
                         or record["outcome"] == "infrastructure failure":
                     left.append(sub.student)
                 else:
@@ -209,11 +217,12 @@ DEFAULTS: dict[str, Any] = {
     "workers": None, "cpu": False, "cpu_workers": False, "no_sandbox": False, "scheduler": None, "slurm": False,
     "partition": None, "account": None, "walltime": "01:00:00", "gres": "gpu:1", "job_memory": "16GB",
     "cell_timeout": 120.0, "timeout": 600.0, "memory": 6.0, "processes": 512, "retries": 1, "db_url": None,
+    "threads": None,
 }
 # autograder.toml key -> option
 CONFIG_KEYS = {
     "grading": {"cell_timeout": "cell_timeout", "timeout": "timeout", "memory_gib": "memory",
-                "processes": "processes", "retries": "retries", "cpu": "cpu"},
+                "processes": "processes", "retries": "retries", "cpu": "cpu", "threads": "threads"},
     "cluster": {"workers": "workers", "scheduler": "scheduler", "partition": "partition", "account": "account",
                 "walltime": "walltime", "gres": "gres", "job_memory": "job_memory", "cpu_workers": "cpu_workers"},
     "gradebook": {"db_url": "db_url"},
@@ -275,9 +284,11 @@ def add_grading_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--gres", help="Slurm GRES per worker (default gpu:1; '' for CPU workers)")
     g.add_argument("--job-memory", help="Slurm memory per worker job (default 16GB)")
     g.add_argument("--cell-timeout", type=float, help="seconds per cell of the student's notebook (120)")
-    g.add_argument("--timeout", type=float, help="seconds per submission, everything included (600)")
+    g.add_argument("--timeout", type=float, help="seconds per submission, its notebooks and hidden checks, from when its sandboxes are ready (600)")
     g.add_argument("--memory", type=float, help="GiB of memory for each sandbox (6)")
     g.add_argument("--processes", type=int, help="processes allowed in each sandbox (512)")
+    g.add_argument("--threads", type=int, help="compute threads (OMP_NUM_THREADS) of each sandboxed process "
+                   "(default: the worker's share of the cores, halved where the kernel and the checks run at once)")
     g.add_argument("--retries", type=int, help="re-runs of an infrastructure failure (1)")
 
 
@@ -300,6 +311,10 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("assignment")
     g.add_argument("students", nargs="*", help="only these students")
     g.add_argument("--force", action="store_true", help="grade again what is already recorded")
+    g.add_argument("--mode", choices=["trusted", "nbgrader"],
+                   help="how the hidden tests run: 'trusted' (the project's trusted checks, for assignments written "
+                        "for them) or 'nbgrader' (nbgrader's semantics: in the student's kernel); default: what "
+                        "autograder.toml's [assignments.<id>] mode or the notebooks' metadata say, else nbgrader")
     g.add_argument("--report", metavar="FILE", help="HTML report (default: <course>/reports/<assignment>.html)")
     add_grading_options(g)
     g.set_defaults(func=cmd_grade)
@@ -329,7 +344,7 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     limits = d.add_argument_group("the limits to check and grade the references with (default: autograder.toml's)")
     limits.add_argument("--cell-timeout", type=float, help="seconds per cell of the student's notebook (120)")
-    limits.add_argument("--timeout", type=float, help="seconds per submission, everything included (600)")
+    limits.add_argument("--timeout", type=float, help="seconds per submission, its notebooks and hidden checks, from when its sandboxes are ready (600)")
     limits.add_argument("--memory", type=float, help="GiB of memory for each sandbox (6)")
     limits.add_argument("--processes", type=int, help="processes allowed in each sandbox (512)")
     limits.add_argument("--no-sandbox", action="store_true", help="check grading WITHOUT bubblewrap")

@@ -37,6 +37,8 @@ import nbformat
 
 from . import course
 from .gradebook import Writer
+from .assignment import Assignment
+from .assignment import load as load_assignment
 from .runner import Job, Result, Settings
 
 # ---------------------------------------------------------------------------------------------
@@ -44,10 +46,16 @@ from .runner import Job, Result, Settings
 # ---------------------------------------------------------------------------------------------
 
 
-def requires_gpu(assignment: str) -> bool:
-    """Whether the exercise's hidden tests want a GPU (``metadata.dlperf.requires_gpu`` of the instructor notebook)."""
-    nb = nbformat.read(course.source_notebook(assignment), as_version=4)
-    return bool(nb.metadata.get("dlperf", {}).get("requires_gpu", False))
+def requires_gpu(assignment: str, course_root: Path | None = None) -> bool:
+    """Whether the assignment's hidden tests want a GPU (``metadata.dlperf.requires_gpu`` of an instructor
+    notebook): the project's exercise of that id, or the course's assignment."""
+    if course_root is None:
+        nb = nbformat.read(course.source_notebook(assignment), as_version=4)
+        return bool(nb.metadata.get("dlperf", {}).get("requires_gpu", False))
+    from .assignment import source_folder
+
+    return any(bool(nbformat.read(p, as_version=4).metadata.get("dlperf", {}).get("requires_gpu", False))
+               for p in sorted(source_folder(course_root, assignment).glob("*.ipynb")))
 
 
 def local_gpus() -> list[str]:
@@ -94,19 +102,22 @@ def _local_cluster(choice: ClusterChoice) -> tuple[Any, str]:
 
     gpus = [] if choice.cpu_workers else local_gpus()
     workers: dict[str, Any] = {}
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
     if gpus:
         chosen = gpus[: choice.workers] if choice.workers else gpus
+        share = str(max(1, cores // len(chosen)))   # each worker's share of the cores (runner.worker_cores)
         for gpu in chosen:
             workers[f"gpu{gpu}"] = {"cls": Nanny, "options": {
                 "nthreads": 1, "memory_limit": 0, "resources": {"GPU": 1}, "silence_logs": logging.WARNING,
-                "env": {"CUDA_VISIBLE_DEVICES": gpu}, "name": f"gpu{gpu}"}}
+                "env": {"CUDA_VISIBLE_DEVICES": gpu, "DLPERF_GRADING_CORES": share}, "name": f"gpu{gpu}"}}
         what = f"{len(chosen)} GPU worker(s) ({', '.join('cuda ' + g for g in chosen)})"
     else:
-        n = choice.workers or max(1, (os.cpu_count() or 2) // 2)
+        n = choice.workers or max(1, cores // 2)
+        share = str(max(1, cores // n))
         for i in range(n):
             workers[f"cpu{i}"] = {"cls": Nanny, "options": {
-                "nthreads": 1, "memory_limit": 0, "env": {"CUDA_VISIBLE_DEVICES": ""}, "name": f"cpu{i}",
-                "silence_logs": logging.WARNING}}
+                "nthreads": 1, "memory_limit": 0, "env": {"CUDA_VISIBLE_DEVICES": "", "DLPERF_GRADING_CORES": share},
+                "name": f"cpu{i}", "silence_logs": logging.WARNING}}
         what = f"{n} CPU worker(s)"
     cluster = SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {"dashboard_address": None}},
                           silence_logs=40)
@@ -149,37 +160,49 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _other_ids(assignment: str) -> dict[str, list[str]]:
-    others = {}
-    for other in course.assignments():
-        if other != assignment:
-            nb = nbformat.read(course.source_notebook(other), as_version=4)
-            others[other] = sorted({c.metadata.nbgrader.grade_id for c in nb.cells
-                                    if c.metadata.get("nbgrader", {}).get("grade_id")})
-    return others
-
-
 @dataclass
 class Submission:
+    """A student's submission: the folder ``submitted/<student>/<assignment>/`` (or one notebook file)."""
+
     student: str
     path: Path
     timestamp: dt.datetime | None
 
+    def files(self) -> dict[str, bytes]:
+        """Its notebooks and other files (relative paths); links and checkpoints left out."""
+        from .assignment import submission_files
+
+        if self.path.is_file():
+            return {self.path.name: self.path.read_bytes()}
+        return submission_files(self.path)
+
 
 def find_submissions(course_root: Path, assignment: str) -> list[Submission]:
-    """``submitted/<student>/<assignment>/<assignment>.ipynb`` for every student, with its timestamp."""
+    """Every ``submitted/<student>/<assignment>/`` folder that holds a file, with its timestamp."""
     from .collect import read_timestamp
 
     found = []
     for folder in sorted((course_root / "submitted").glob(f"*/{assignment}")):
-        path = folder / f"{assignment}.ipynb"
-        if path.is_file():
-            try:
-                stamp = read_timestamp(folder)
-            except ValueError:
-                stamp = None   # a garbled timestamp.txt: graded, without a submission time
-            found.append(Submission(folder.parent.name, path, stamp))
+        if folder.parent.name.startswith(".") or not folder.is_dir():
+            continue
+        if not any(p.is_file() and p.name not in ("timestamp.txt", "submission_secret.txt") for p in folder.iterdir()):
+            continue
+        try:
+            stamp = read_timestamp(folder)
+        except ValueError:
+            stamp = None   # a garbled timestamp.txt: graded, without a submission time
+        found.append(Submission(folder.parent.name, folder, stamp))
     return found
+
+
+def files_digest(files: dict[str, bytes]) -> str:
+    """SHA-256 of a submission's files (names and contents; the timestamp is not what is graded)."""
+    h = hashlib.sha256()
+    for name in sorted(files):
+        if name in ("timestamp.txt", "submission_secret.txt"):
+            continue
+        h.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
+    return h.hexdigest()
 
 
 def course_key(course_root: Path) -> bytes:
@@ -201,18 +224,18 @@ def course_key(course_root: Path) -> bytes:
 
 
 def make_jobs(assignment: str, submissions: Sequence[Submission], settings: Settings,
-              course_root: Path | None = None) -> list[Job]:
-    source = course.source_notebook(assignment).read_text()
-    release = course.release_notebook(assignment).read_text()
-    gpu = requires_gpu(assignment)
-    others = _other_ids(assignment)
-    key = course_key(course_root) if course_root is not None else os.urandom(32)
+              course_root: Path | None = None, spec: Assignment | None = None, db_url: str | None = None) -> list[Job]:
+    """One job per submission (``spec``: the assignment, read from the course root if not given)."""
+    root = Path(course_root) if course_root is not None else course.COURSE
+    if spec is None:
+        spec = load_assignment(assignment, root, db_url or f"sqlite:///{root / 'gradebook.db'}")
+    key = course_key(root) if course_root is not None else os.urandom(32)
     jobs = []
     for sub in submissions:
-        data = sub.path.read_bytes()
-        sha = digest(data)
+        files = sub.files()
+        sha = files_digest(files)
         secret = hmac.new(key, f"{assignment}\0{sha}".encode(), hashlib.sha256).hexdigest()
-        jobs.append(Job(assignment, sub.student, data, source, release, sha, gpu, others, settings, secret=secret))
+        jobs.append(Job(assignment, sub.student, files, spec, sha, settings, secret=secret))
     return jobs
 
 
@@ -271,8 +294,13 @@ class ClassRun:
 
 def grade_class(assignment: str, *, course_root: Path, db_url: str, students: Sequence[str] | None = None,
                 force: bool = False, settings: Settings | None = None, choice: ClusterChoice | None = None,
-                retries: int = 1, progress: Callable[[str], None] | None = print) -> ClassRun:
-    """Grade the collected submissions of ``assignment`` (all, or ``students``) into the gradebook."""
+                retries: int = 1, progress: Callable[[str], None] | None = print, mode: str | None = None) -> ClassRun:
+    """Grade the collected submissions of ``assignment`` (all, or ``students``) into the gradebook.
+
+    ``mode``: ``trusted`` or ``nbgrader`` (default: what the course asks, see
+    :mod:`autograder.assignment`); an assignment whose tests cannot run in it is refused
+    (:class:`~autograder.assignment.AssignmentError`) before anything is graded.
+    """
     from distributed import as_completed
 
     settings = settings or Settings()
@@ -280,7 +308,9 @@ def grade_class(assignment: str, *, course_root: Path, db_url: str, students: Se
     say = progress or (lambda _: None)
     start = time.monotonic()
     with single_grader(course_root), Writer(db_url, course_root) as writer:
-        ensure_assignment(assignment, course_root, db_url)
+        spec = load_assignment(assignment, course_root, db_url, mode)
+        say(f"{assignment}: {len(spec.notebooks)} notebook(s) ({', '.join(n + '.ipynb' for n in spec.names)}), "
+            f"graded in {spec.mode} mode ({spec.mode_origin})")
         subs = find_submissions(course_root, assignment)
         if students:
             wanted = set(students)
@@ -288,7 +318,7 @@ def grade_class(assignment: str, *, course_root: Path, db_url: str, students: Se
             if missing:
                 raise ValueError(f"no collected {assignment} submission for: {', '.join(sorted(missing))}")
             subs = [s for s in subs if s.student in wanted]
-        jobs = make_jobs(assignment, subs, settings, course_root)
+        jobs = make_jobs(assignment, subs, settings, course_root, spec=spec)
         done = {} if force else writer.done(assignment)
         skipped = [j.student for j in jobs if done.get(j.student) == j.digest]
         todo = [j for j in jobs if done.get(j.student) != j.digest]
@@ -324,8 +354,8 @@ def grade_class(assignment: str, *, course_root: Path, db_url: str, students: Se
                 if not isinstance(result, Result):
                     error = future.exception() if future.status == "error" else result
                     result = Result(job.assignment, job.student, job.digest, "infrastructure failure",
-                                    f"the worker failed: {type(error).__name__}: {error}", None,
-                                    "", "", "", "", False, {"total": 0.0})
+                                    f"the worker failed: {type(error).__name__}: {error}", {},
+                                    "", "", "", "", False, {"total": 0.0}, mode=spec.mode)
                 if result.outcome == "infrastructure failure" and attempts[job.student] <= retries \
                         and "needs a GPU" not in result.reason:
                     attempts[job.student] += 1
@@ -359,22 +389,9 @@ def grade_class(assignment: str, *, course_root: Path, db_url: str, students: Se
 
 def ensure_assignment(assignment: str, course_root: Path, db_url: str) -> None:
     """Put the assignment (its notebooks and graded cells) into the gradebook if it is not there yet."""
-    from nbgrader.api import Gradebook, MissingEntry
+    from .assignment import _generated, course_config
 
-    course.alembic_on_path()
-    with Gradebook(db_url) as gb:
-        try:
-            gb.find_assignment(assignment)
-            return
-        except MissingEntry:
-            pass
-    scratch = course_root / ".release-scratch"
-    try:
-        api = course._api(course_root, db_url=db_url, release=scratch)
-        course._ok(api.generate_assignment(assignment, force=True, create=True),
-                   f"generate_assignment {assignment}")
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    _generated(course_root, assignment, db_url, course_config(course_root, db_url))
 
 
 __all__ = ["ClassRun", "ClusterChoice", "connect", "ensure_assignment", "find_submissions", "grade_class",

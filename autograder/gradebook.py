@@ -28,6 +28,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,15 +59,21 @@ RUNS = sa.Table(
     sa.Column("attempts", sa.Integer, nullable=False, default=1),
     sa.Column("cpu_only", sa.Boolean, nullable=False, default=False),
     sa.Column("graded_at", sa.String(40), nullable=False),
+    sa.Column("mode", sa.String(16), nullable=False, default=""),
 )
+# Columns added after the table's first version, with their SQL type: added to an older gradebook on open.
+ADDED = {"mode": "VARCHAR(16) NOT NULL DEFAULT ''"}
 
 FINAL = ("graded", "timed out", "crashed", "tampered", "invalid")
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def _write_atomic(path: Path, data: str | bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
+    if isinstance(data, bytes):
+        tmp.write_bytes(data)
+    else:
+        tmp.write_text(data)
     os.replace(tmp, path)
 
 
@@ -80,10 +87,16 @@ class Writer:
 
         alembic_on_path()
         self.course_root = Path(course_root)
+        self._penalties: Any = None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             self.gb = Gradebook(db_url)          # creates or migrates nbgrader's schema
         metadata.create_all(self.gb.engine, checkfirst=True)
+        have = {c["name"] for c in sa.inspect(self.gb.engine).get_columns(RUNS.name)}
+        for name, sql in ADDED.items():
+            if name not in have:
+                with self.gb.engine.begin() as conn:
+                    conn.execute(sa.text(f"ALTER TABLE {RUNS.name} ADD COLUMN {name} {sql}"))
 
     def close(self) -> None:
         self.gb.close()
@@ -142,22 +155,39 @@ class Writer:
     # -- writing -----------------------------------------------------------------------------
 
     def record(self, result: Result, *, timestamp: dt.datetime | None = None, attempts: int = 1) -> dict[str, Any]:
-        """Record one worker result: grades (when there is a graded notebook) and the run, in one transaction."""
+        """Record one worker result: grades (when there are graded notebooks) and the run, in one transaction.
+
+        Per graded cell, ``cells`` is keyed by grade id for a one-notebook assignment and by
+        ``"<notebook>/<grade id>"`` otherwise; a notebook the student did not submit scores 0.
+        """
         from nbgrader import utils
 
+        began = time.monotonic()
         cells: dict[str, dict[str, float | None]] = {}
         score: float | None = None
         max_score = 0.0
-        graded = nbformat.reads(result.notebook, as_version=4) if result.notebook else None
-        if graded is not None:
-            for cell in graded.cells:
-                if utils.is_grade(cell):
-                    auto, points = utils.determine_grade(cell)
-                    cells[cell.metadata.nbgrader.grade_id] = {"score": auto, "max_score": points}
+        graded = {name: (nbformat.reads(text, as_version=4) if text else None)
+                  for name, text in result.notebooks.items()}
+        multi = len(graded) > 1
+        scored = result.outcome != "invalid" and any(nb is not None for nb in graded.values())
+        if scored:
+            folder = self.course_root / "autograded" / result.student / result.assignment
+            for name, nb in graded.items():
+                if nb is None:
+                    for gid, points in self._points(result.assignment, name).items():
+                        cells[f"{name}/{gid}" if multi else gid] = {"score": 0.0, "max_score": points}
+                    continue
+                for cell in nb.cells:
+                    if utils.is_grade(cell):
+                        auto, points = utils.determine_grade(cell)
+                        gid = cell.metadata.nbgrader.grade_id
+                        cells[f"{name}/{gid}" if multi else gid] = {"score": auto, "max_score": points}
+                _write_atomic(folder / f"{name}.ipynb", nbformat.writes(nb))
+            for relative, data in result.files.items():
+                if _safe(relative) and not relative.endswith(".ipynb"):
+                    _write_atomic(folder / relative, data)
             score = sum(c["score"] or 0.0 for c in cells.values())
             max_score = sum(c["max_score"] for c in cells.values())
-            folder = self.course_root / "autograded" / result.student / result.assignment
-            _write_atomic(folder / f"{result.assignment}.ipynb", result.notebook)
             if timestamp is not None:
                 _write_atomic(folder / "timestamp.txt", timestamp.strftime("%Y-%m-%d %H:%M:%S.%f %Z"))
         row = {
@@ -166,32 +196,91 @@ class Writer:
             "cells": json.dumps(cells), "host": result.host, "device": result.device, "worker": result.worker,
             "sandbox": result.sandbox, "seconds": json.dumps(result.seconds), "attempts": attempts,
             "cpu_only": result.cpu_only, "graded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "mode": result.mode,
         }
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*not in session.*")
             with self._transaction():
                 self.gb.update_or_create_student(result.student)
-                if graded is not None:
+                if scored:
                     self._save_grades(graded, result, timestamp)
+                # "gradebook": this write (autograded files, nbgrader's grades), all but its commit
+                seconds = {**result.seconds, "gradebook": time.monotonic() - began}
+                row["seconds"] = json.dumps(seconds)
                 self.gb.db.execute(RUNS.insert().values(**row))
-        row["cells"], row["seconds"] = cells, result.seconds
+        row["cells"], row["seconds"] = cells, seconds
         return row
 
-    def _save_grades(self, graded: nbformat.NotebookNode, result: Result, timestamp: dt.datetime | None) -> None:
-        """What nbgrader's SaveAutoGrades does, inside our transaction."""
+    def _points(self, assignment: str, notebook: str) -> dict[str, float]:
+        """The graded cells of a notebook of the assignment, with their points (from nbgrader's tables)."""
+        from nbgrader.api import MissingEntry
+
+        try:
+            nb = self.gb.find_notebook(notebook, assignment)
+        except MissingEntry:
+            return {}
+        return {c.name: float(c.max_score) for c in nb.grade_cells}
+
+    def _save_grades(self, graded: dict[str, nbformat.NotebookNode | None], result: Result,
+                     timestamp: dt.datetime | None) -> None:
+        """What nbgrader's SaveAutoGrades does, inside our transaction; a notebook not submitted scores 0."""
         from nbgrader import utils
 
         kwargs = {"timestamp": timestamp.isoformat()} if timestamp is not None else {}
         self.gb.update_or_create_submission(result.assignment, result.student, **kwargs)
-        for cell in graded.cells:
-            gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-            if not gid:
+        for name, nb in graded.items():
+            if nb is None:
+                submitted = self.gb.find_submission_notebook(name, result.assignment, result.student)
+                for grade in submitted.grades:
+                    grade.auto_score = 0
+                    grade.needs_manual_grade = False
                 continue
-            if utils.is_grade(cell):
-                grade = self.gb.find_grade(gid, result.assignment, result.assignment, result.student)
-                grade.auto_score, _ = utils.determine_grade(cell)
-                grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
-            if utils.is_solution(cell) or utils.is_task(cell):
-                comment = self.gb.find_comment(gid, result.assignment, result.assignment, result.student)
-                unchanged = cell.metadata.nbgrader.get("checksum") == utils.compute_checksum(cell)
-                comment.auto_comment = "No response." if unchanged and not utils.is_task(cell) else None
+            for cell in nb.cells:
+                gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+                if not gid:
+                    continue
+                if utils.is_grade(cell):
+                    grade = self.gb.find_grade(gid, name, result.assignment, result.student)
+                    grade.auto_score, _ = utils.determine_grade(cell)
+                    grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
+                if utils.is_solution(cell) or utils.is_task(cell):
+                    comment = self.gb.find_comment(gid, name, result.assignment, result.student)
+                    unchanged = cell.metadata.nbgrader.get("checksum") == utils.compute_checksum(cell)
+                    comment.auto_comment = "No response." if unchanged and not utils.is_task(cell) else None
+        self._late_penalties(result)
+
+    def _late_penalties(self, result: Result) -> None:
+        """What nbgrader's ``AssignLatePenalties`` does: each notebook's penalty from the course's plugin
+        (``LateSubmissionPlugin.penalty_method``, ``AssignLatePenalties.plugin_class``), reset when not late."""
+        self.gb.db.flush()
+        submission = self.gb.find_submission(result.assignment, result.student)
+        self.gb.db.expire_all()
+        for notebook in submission.notebooks:
+            notebook.late_submission_penalty = None
+            if submission.total_seconds_late > 0:
+                penalty = self._penalty_plugin().late_submission_penalty(result.student, notebook.score,
+                                                                          submission.total_seconds_late)
+                if penalty is not None:
+                    notebook.late_submission_penalty = min(max(penalty, 0), notebook.score)
+
+    def _penalty_plugin(self) -> Any:
+        if self._penalties is None:
+            import sys
+
+            from nbgrader.preprocessors import AssignLatePenalties
+
+            from .assignment import course_config
+
+            if str(self.course_root) not in sys.path:   # a plugin of the course's own (nbgrader runs there)
+                sys.path.insert(0, str(self.course_root))
+            assigner = AssignLatePenalties(config=course_config(self.course_root))
+            assigner.init_plugin()
+            self._penalties = assigner.plugin_inst
+        return self._penalties
+
+
+def _safe(relative: str) -> bool:
+    from pathlib import PurePosixPath
+
+    path = PurePosixPath(relative)
+    return bool(relative) and not path.is_absolute() and ".." not in path.parts and "\0" not in relative

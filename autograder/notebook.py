@@ -68,13 +68,16 @@ class Prepared:
     solutions: list[SolutionCell]
     tests: list[TestCell]
     tampered: list[str] = field(default_factory=list)   # what the student changed that they must not
+    keep_tests: bool = False                # nbgrader mode: the kernel runs the test cells too
 
     def student_run(self) -> NotebookNode:
-        """The notebook the student's kernel executes: hidden test cells emptied (never sent)."""
+        """The notebook the student's kernel executes: in trusted mode without the test cells (never
+        sent to it); in nbgrader mode with them, after the student's cells, as nbgrader runs it."""
         nb = copy.deepcopy(self.notebook)
-        for cell in nb.cells:
-            if is_test(cell):
-                cell.source = ""
+        if not self.keep_tests:
+            for cell in nb.cells:
+                if is_test(cell):
+                    cell.source = ""
         return nb
 
     def check_job(self) -> dict[str, Any]:
@@ -129,6 +132,22 @@ def defined_names(source: str, imports: bool = True) -> set[str]:
     return names
 
 
+def setup_imports(source: NotebookNode) -> list[str]:
+    """The modules the setup cells (the code cells before the first solution cell) import, in order."""
+    modules: list[str] = []
+    for code in _setup(source):
+        try:
+            tree = ast.parse(code)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Import):
+                modules += [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                modules.append(node.module)
+    return list(dict.fromkeys(modules))
+
+
 def read_submission(data: bytes | str) -> NotebookNode:
     """Parse a submitted file; :class:`InvalidSubmission` says what is wrong with it."""
     try:
@@ -157,7 +176,7 @@ def grade_ids(nb: NotebookNode) -> set[str]:
 
 
 def prepare(submission: bytes | str, source: NotebookNode, release: NotebookNode, assignment: str,
-            others: Mapping[str, set[str]] | None = None) -> Prepared:
+            others: Mapping[str, set[str]] | None = None, keep_tests: bool = False) -> Prepared:
     """Restore ``submission`` against the instructor's ``source`` and the student version ``release``.
 
     * solution cells keep the student's source (instructor metadata);
@@ -174,7 +193,7 @@ def prepare(submission: bytes | str, source: NotebookNode, release: NotebookNode
     expected = {grade_id(c): c for c in source.cells if grade_id(c)}
     released = {grade_id(c): c for c in release.cells if grade_id(c)}
     found = grade_ids(nb)
-    if not found & set(expected):
+    if expected and not found & set(expected):
         for other, ids in (others or {}).items():
             if other != assignment and found & ids:
                 raise InvalidSubmission(f"this is the notebook of assignment {other!r}, not {assignment!r}")
@@ -229,7 +248,7 @@ def prepare(submission: bytes | str, source: NotebookNode, release: NotebookNode
         cell.metadata.pop("execution", None)
     nb.cells = cells
     nb.metadata["kernelspec"] = copy.deepcopy(source.metadata.get("kernelspec", {}))
-    return Prepared(nb, _setup(source), _solutions(nb, source), _tests(source), tampered)
+    return Prepared(nb, _setup(source), _solutions(nb, source), _tests(source), tampered, keep_tests)
 
 
 def _setup(source: NotebookNode) -> list[str]:

@@ -57,6 +57,8 @@ RAN: tuple[str, ...] = OUTCOMES[:4]
 """The outcomes of submissions whose notebook was executed (they count in the time statistics)."""
 
 TIMES: tuple[str, ...] = ("total", "student", "checks", "queued")
+#: Where a submission's time went, as the runner and the gradebook record it (``autograder.runner``).
+PHASES: tuple[str, ...] = ("sandbox", "kernel start", "setup", "cells", "tests", "checks", "gradebook")
 
 # Okabe-Ito colours: distinguishable with the common colour-vision deficiencies.
 OUTCOME_COLORS: dict[str, str] = {
@@ -140,7 +142,7 @@ def _sub(record: Mapping[str, Any]) -> _Sub:
         for gid, c in (record.get("cells") or {}).items()
     )
     raw_seconds = record.get("seconds") or {}
-    seconds = {k: float(raw_seconds.get(k) or 0.0) for k in TIMES}
+    seconds = {k: float(raw_seconds.get(k) or 0.0) for k in (*TIMES, *PHASES)}
     return _Sub(
         assignment=str(record["assignment"]), student=str(record["student"]), outcome=outcome,
         reason=str(record.get("reason") or ""), score=_opt_float(record.get("score")),
@@ -453,6 +455,7 @@ def summary_text(records: Sequence[Mapping[str, Any]], *, wall_seconds: float | 
           per question: allreduce-sum 1.6/2, allreduce-time 3.1/4, ...
           timed out: carl (cell allreduce-sum ran past the 60 s cell limit)
         time per submission: median 8.1 s, p90 12 s, max 61 s (kernel median 6.0 s, checks median 1.9 s)
+          where it went (medians): sandbox 0.0 s, kernel start 0.6 s, setup 0.1 s, cells 5.2 s, checks 1.9 s, ...
         14 submissions in 38 s on 2 workers: 2.7 s per submission
     """
     subs = _subs(records)
@@ -467,6 +470,11 @@ def summary_text(records: Sequence[Mapping[str, Any]], *, wall_seconds: float | 
         lines.append(f"time per submission: median {_secs(t['total']['median'])}, p90 {_secs(t['total']['p90'])}, "
                      f"max {_secs(t['total']['max'])} (kernel median {_secs(t['student']['median'])}, "
                      f"checks median {_secs(t['checks']['median'])})")
+        ran = [s for s in subs if s.ran]
+        phases = [(k, statistics.median(s.seconds[k] for s in ran)) for k in PHASES
+                  if any(s.seconds[k] for s in ran)]
+        if phases:
+            lines.append("  where it went (medians): " + ", ".join(f"{k} {_secs(v)}" for k, v in phases))
     throughput = _throughput(len(subs), wall_seconds, workers)
     if throughput:
         lines.append(throughput)

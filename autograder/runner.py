@@ -1,54 +1,54 @@
-"""Grade one submission on this machine: both runs in one sandbox, results returned (no gradebook here).
+"""Grade one submission on this machine: its notebooks run in sandboxes, results returned (no gradebook here).
 
 This is what a worker executes for each submission (:func:`grade`); it needs no
-database and no shared file system: the job carries the submission and the
-instructor's notebooks, the result carries the graded notebook and the record.
-Scores are not computed here: the coordinator scores the returned notebook
+database and no shared file system: the job carries the submission's files and
+the assignment (:class:`autograder.assignment.Assignment`: the instructor's
+notebooks, nbgrader's stored cells, the other files, the grading mode), the
+result carries the graded notebooks, the files the run wrote, and the record.
+Scores are not computed here: the coordinator scores the returned notebooks
 with nbgrader's own rules when it writes the gradebook.
 
-Within one submission's sandbox (:class:`autograder.sandbox.Sandbox`) two
-processes run side by side (see :mod:`autograder.notebook` for why two):
+Each notebook of the submission is restored against the instructor's
+(:mod:`autograder.notebook`) and run in a sandboxed kernel (:mod:`autograder.kernel`)
+whose working folder holds the submission's files with the assignment's files
+copied over them, as ``nbgrader autograde`` does, with
+``NBGRADER_EXECUTION=autograde``.  Then, by the assignment's mode:
 
-1. the **check run** (``python -m autograder.checks``), started before the
-   submission arrives so that its imports and fork server are warm;
-2. the **student run**: a Jupyter kernel (IPC transport, so it needs no
-   network) executing the student's notebook without the hidden test cells,
-   with a per-cell time limit and a cap on the output it may produce.
+* ``nbgrader``: the kernel runs the test cells too, after the student's cells,
+  as nbgrader does (its scores come from that run);
+* ``trusted``: the kernel runs the notebook *without* the hidden test cells (what
+  the student sees), while the **check run** (:mod:`autograder.checks`), warm in
+  its own sandbox, runs them where no student code runs; the scores come from it.
 
-A per-submission deadline kills everything in the sandbox.  The outcome says
-what happened: ``graded``, ``timed out``, ``crashed``, ``tampered``, ``invalid``
-or ``infrastructure failure`` (the runner could not do its job: no GPU where
-the exercise needs one, the check run failed to start; such a submission is
-re-run later, never scored).
+The outcome says what happened: ``graded``, ``timed out``, ``crashed``,
+``tampered``, ``invalid`` or ``infrastructure failure`` (the runner could not do
+its job: no GPU where the exercise needs one, the check run failed to start;
+such a submission is re-run later, never scored).
 """
 
 from __future__ import annotations
 
-import concurrent.futures
-import functools
-import json
 import os
-import queue
-import shutil
 import socket
-import subprocess
-import sys
-import tempfile
 import threading
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import nbformat
 
 from . import notebook as nbtools
-from .sandbox import Limits, Sandbox
+from .assignment import Assignment
+from .kernel import run_notebook
+from .slots import REPO, gpu_devices, release_spares, take_slot
 
-REPO = Path(__file__).resolve().parents[1]
+__all__ = ["OUTCOMES", "REPO", "Job", "Result", "Settings", "grade", "release_spares"]
 
 OUTCOMES = ("graded", "timed out", "crashed", "tampered", "invalid", "infrastructure failure")
+SEVERITY = {o: i for i, o in enumerate(("graded", "tampered", "timed out", "crashed"))}
+SIDE_EFFECT_BYTES = 16 * 2**20      # files the notebooks wrote, kept for the autograded folder (as nbgrader does)
+SIDE_EFFECT_FILES = 200
 
 
 @dataclass(frozen=True)
@@ -56,13 +56,14 @@ class Settings:
     """How a submission is run; the same for a whole class (documented in ``autograder --help``)."""
 
     cell_timeout: float = 120.0          # seconds per cell of the student run
-    submission_timeout: float = 600.0    # seconds for everything of one submission
+    submission_timeout: float = 600.0    # seconds for one submission once its sandboxes are ready
     memory_bytes: int = 6 * 2**30        # the sandbox's memory (kernel, checks, their children)
     processes: int = 512                 # processes in the sandbox (a 4-rank check needs ~20)
     output_bytes: int = 2 * 2**20        # output kept from the student run (the rest is dropped)
     sandbox: bool = True                 # False only when the instructor says --no-sandbox
     cpu: bool = False                    # grade on CPU where the exercise wants a GPU (marked in the record)
     hide: tuple[str, ...] = ()           # extra folders the sandbox hides (the course root, the gradebook's)
+    threads: int | None = None           # compute threads per sandboxed process (None: the worker's share)
 
 
 @dataclass
@@ -71,14 +72,15 @@ class Job:
 
     assignment: str
     student: str
-    submission: bytes
-    source: str                          # the instructor notebook (JSON), hidden tests included
-    release: str                         # the student version (JSON)
+    files: dict[str, bytes]              # the submission folder: notebooks and other files (relative paths)
+    spec: Assignment
     digest: str                          # sha256 of the submission: what the gradebook's record refers to
-    requires_gpu: bool = False
-    others: dict[str, list[str]] = field(default_factory=dict)   # other assignments' grade ids
     settings: Settings = field(default_factory=Settings)
     secret: str = ""                     # seeds the hidden checks' random inputs (autograder.trusted.seeds)
+
+    @property
+    def requires_gpu(self) -> bool:
+        return self.spec.requires_gpu
 
 
 @dataclass
@@ -90,7 +92,7 @@ class Result:
     digest: str
     outcome: str
     reason: str
-    notebook: str | None                 # the graded notebook (JSON), None when invalid or not run
+    notebooks: dict[str, str | None]     # notebook name -> graded notebook (JSON); None: missing or not run
     host: str
     device: str
     worker: str
@@ -98,199 +100,69 @@ class Result:
     cpu_only: bool
     seconds: dict[str, float]
     stats: dict[str, Any] = field(default_factory=dict)
+    mode: str = ""                       # how it was graded: "trusted" or "nbgrader"
+    files: dict[str, bytes] = field(default_factory=dict)   # what the notebooks wrote in their folder
+
+    @property
+    def notebook(self) -> str | None:
+        """The graded notebook of a one-notebook assignment (the first one otherwise)."""
+        return next(iter(self.notebooks.values()), None) if self.notebooks else None
 
 
 # ---------------------------------------------------------------------------------------------
-# The student run: a kernel in the sandbox
+# Files
 # ---------------------------------------------------------------------------------------------
 
 
-def _kernel_manager(sandbox: Sandbox, workdir: Path, env: Mapping[str, str]) -> Any:
-    from jupyter_client import AsyncKernelManager
-
-    class SandboxedKernelManager(AsyncKernelManager):
-        """A kernel started through the sandbox, talking over unix sockets in the job's folder."""
-
-        def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
-            # jupyter_client has just written the connection file (mode 0600): command() hands the
-            # workdir, the file included, over to the sandbox's user.
-            return sandbox.command(super().format_kernel_cmd(extra_arguments), env)
-
-    ipc = workdir / "ipc"
-    ipc.mkdir(exist_ok=True)
-    return SandboxedKernelManager(kernel_name="python3", transport="ipc", ip=str(ipc / "k"),
-                                  connection_file=str(workdir / "kernel.json"))
+def _safe(relative: str) -> bool:
+    path = PurePosixPath(relative)
+    return bool(relative) and not path.is_absolute() and ".." not in path.parts and "\0" not in relative
 
 
-@functools.cache
-def _client_class() -> Any:
-    from nbclient import NotebookClient
-
-    class CappedClient(NotebookClient):
-        """nbclient, keeping at most ``output_limit`` bytes of output for the whole notebook."""
-
-        output_limit: int = 2 * 2**20
-        kept = 0
-        dropped = 0
-        current: int | None = None      # index of the cell being executed
-
-        async def async_execute_cell(self, cell: Any, cell_index: int, *args: Any, **kwargs: Any) -> Any:
-            self.current = cell_index
-            return await super().async_execute_cell(cell, cell_index, *args, **kwargs)
-
-        def output(self, outs: Any, msg: dict[str, Any], display_id: Any, cell_index: int) -> Any:
-            size = len(json.dumps(msg.get("content", {})))
-            if self.kept + size > self.output_limit:
-                if not self.dropped:
-                    outs.append(nbformat.v4.new_output(
-                        "stream", name="stdout",
-                        text=f"\n[output truncated: more than {self.output_limit // 1024} KiB]\n"))
-                self.dropped += size
-                return None
-            self.kept += size
-            return super().output(outs, msg, display_id, cell_index)
-
-    return CappedClient
+def _write_files(folder: Path, files: dict[str, bytes]) -> None:
+    for relative, data in files.items():
+        if not _safe(relative):
+            continue
+        target = folder / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.is_symlink() or target.exists():
+            target.unlink()
+        target.write_bytes(data)
 
 
-def student_run(prepared: nbtools.Prepared, sandbox: Sandbox, workdir: Path, env: Mapping[str, str],
-                settings: Settings, deadline: float) -> tuple[nbformat.NotebookNode | None, str, str]:
-    """Execute the student's notebook (hidden tests left out); (notebook, outcome, reason)."""
-    from nbclient.exceptions import CellTimeoutError, DeadKernelError
-
-    nb = prepared.student_run()
-    home = workdir / "home"
-    home.mkdir(exist_ok=True)
-    client = _client_class()(nb, km=_kernel_manager(sandbox, workdir, env), timeout=int(settings.cell_timeout),
-                             allow_errors=True, startup_timeout=120, shutdown_kernel="immediate",
-                             resources={"metadata": {"path": str(home)}})
-    client.output_limit = settings.output_bytes
-    fired = threading.Event()
-
-    def expire() -> None:
-        fired.set()
-        sandbox.kill()
-
-    timer = threading.Timer(max(0.0, deadline - time.monotonic()), expire)
-    timer.daemon = True
-    timer.start()
-    log = open(workdir / "kernel.log", "wb")  # noqa: SIM115 - the kernel's own stdout/stderr, not the student's
-    try:
-        client.execute(stdout=log, stderr=log)
-    except CellTimeoutError:
-        return nb, "timed out", f"cell {_cell_name(nb, client.current)} ran past the {settings.cell_timeout:g} s limit"
-    except DeadKernelError:
-        if fired.is_set():
-            return nb, "timed out", f"the submission ran past the {settings.submission_timeout:g} s limit"
-        stats = sandbox.stats()
-        if stats.get("oom_killed"):
-            return nb, "crashed", (f"the kernel was killed in cell {_cell_name(nb, client.current)}: "
-                                   "memory limit exceeded")
-        return nb, "crashed", f"the kernel died in cell {_cell_name(nb, client.current)}"
-    except Exception as exc:  # noqa: BLE001 - a kernel that cannot start is the runner's failure
-        if fired.is_set():
-            return nb, "timed out", f"the submission ran past the {settings.submission_timeout:g} s limit"
-        return None, "infrastructure failure", f"the student's kernel failed: {type(exc).__name__}: {exc}"
-    finally:
-        timer.cancel()
-        log.close()
-    return nb, "graded", ""
+def _working_files(job: Job) -> dict[str, bytes]:
+    """The kernel's folder, as ``nbgrader autograde`` makes it: the student's files, then the assignment's
+    files over them (except those ``Autograde.exclude_overwriting`` leaves to the student); no notebook."""
+    files = {k: v for k, v in job.files.items() if not k.endswith(".ipynb") and k not in
+             ("timestamp.txt", "submission_secret.txt")}
+    for relative, data in job.spec.files.items():
+        if relative not in job.spec.exclude_overwriting or relative not in files:
+            files[relative] = data
+    return files
 
 
-def _cell_name(nb: nbformat.NotebookNode, index: int | None) -> str:
-    """A cell as the student would find it: its grade id, else its position."""
-    if index is None:
-        return "?"
-    return nbtools.grade_id(nb.cells[index]) or f"#{index + 1}"
-
-
-# ---------------------------------------------------------------------------------------------
-# The check run
-# ---------------------------------------------------------------------------------------------
-
-
-class CheckRun:
-    """``python -m autograder.checks`` started in a sandbox, warm, waiting for its job."""
-
-    def __init__(self, sandbox: Sandbox, env: Mapping[str, str], workdir: Path):
-        self.started = time.monotonic()
-        self.log = open(workdir / "checks.log", "wb")  # noqa: SIM115 - closed in finish()
-        argv = sandbox.command([sys.executable, "-m", "autograder.checks"], env)
-        self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
-                                        cwd=str(workdir), start_new_session=True)
-        self.lines: queue.Queue[bytes] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-        self.info: dict[str, Any] | None = None
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.put(line)
-        self.lines.put(b"")
-
-    def _line(self, timeout: float) -> dict[str, Any] | None:
-        """The next JSON line, or None at EOF, after ``timeout`` s, or for a line that is not JSON."""
-        try:
-            line = self.lines.get(timeout=max(0.0, timeout))
-        except queue.Empty:
-            return None
-        if not line:
-            self.lines.put(b"")   # EOF stays EOF
-            return None
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError:
-            return None
-        return value if isinstance(value, dict) else None
-
-    def ready(self, timeout: float) -> dict[str, Any]:
-        """Wait for the warm-up; the process's report (host, device)."""
-        if self.info is None:
-            info = self._line(timeout)
-            if not info or not info.get("ready"):
-                raise RuntimeError(f"the check run did not start (exit code {self.process.poll()}): "
-                                   + self.tail())
-            self.info = info
-        return self.info
-
-    def run(self, job: Mapping[str, Any], timeout: float) -> dict[str, Any]:
-        """Send the job; what came back: ``tests`` (those that finished), ``done`` (all ran),
-        ``running`` (the test cell it was in when it stopped), ``timed_out``, ``setup_error``, ``isolation``."""
-        assert self.process.stdin is not None
-        got: dict[str, Any] = {"tests": {}, "done": False, "running": None, "timed_out": False,
-                               "setup_error": None, "isolation": []}
-        try:
-            self.process.stdin.write(json.dumps(job).encode())
-            self.process.stdin.close()
-        except BrokenPipeError:
-            return got
-        deadline = time.monotonic() + timeout
-        while True:
-            line = self._line(deadline - time.monotonic())
-            if line is None:
-                got["timed_out"] = time.monotonic() >= deadline
-                return got
-            if "start" in line:
-                got["running"] = line["start"]
-            elif "test" in line:
-                got["tests"][line["test"]] = {"outputs": line.get("outputs", []), "seconds": line.get("seconds", 0.0)}
-                got["running"] = None
-            elif line.get("done"):
-                got.update(done=True, setup_error=line.get("setup_error"), isolation=line.get("isolation", []))
-                return got
-
-    def tail(self) -> str:
-        self.log.flush()
-        try:
-            return Path(self.log.name).read_bytes()[-2000:].decode(errors="replace")
-        except OSError:
-            return ""
-
-    def finish(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait()
-        self.log.close()
+def _side_effects(folder: Path, before: dict[str, bytes]) -> dict[str, bytes]:
+    """Regular files the run wrote or changed in ``folder`` (never following a link), capped."""
+    out: dict[str, bytes] = {}
+    total = 0
+    for root, _, names in os.walk(folder, followlinks=False):
+        for name in sorted(names):
+            path = Path(root) / name
+            relative = path.relative_to(folder).as_posix()
+            if path.is_symlink() or not path.is_file() or relative.endswith(".ipynb") or \
+                    any(part.startswith(".") for part in PurePosixPath(relative).parts):
+                continue
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+                with os.fdopen(fd, "rb") as f:
+                    data = f.read(SIDE_EFFECT_BYTES + 1)
+            except OSError:
+                continue
+            if before.get(relative) == data or total + len(data) > SIDE_EFFECT_BYTES or len(out) >= SIDE_EFFECT_FILES:
+                continue
+            out[relative] = data
+            total += len(data)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -298,196 +170,206 @@ class CheckRun:
 # ---------------------------------------------------------------------------------------------
 
 
-class Slot:
-    """Two sandboxes for one submission, the check run already warm in its own; a worker keeps one ready.
-
-    The student's kernel and the check run get separate sandboxes (separate
-    memory and process limits): a fork bomb or a memory hog in the kernel
-    cannot starve the hidden checks, and the other way round.
-    """
-
-    def __init__(self, settings: Settings, gpu_devices: str | None):
-        self.workdir = Path(tempfile.mkdtemp(prefix="dlperf-sub-"))
-        self.settings = settings
-        hide = [REPO, Path.home(), *map(Path, settings.hide)]
-        expose = [REPO / "dlperf", REPO / "autograder", Path(sys.prefix)]
-        limits = Limits(memory_bytes=settings.memory_bytes, processes=settings.processes)
-        self.boxes: list[Sandbox] = []
-        for part in ("kernel", "checks"):
-            folder = self.workdir / part
-            folder.mkdir()
-            box = Sandbox(folder, limits=limits, hide=hide, expose=expose, gpu_devices=gpu_devices,
-                          enabled=settings.sandbox, name=part)
-            box.__enter__()
-            self.boxes.append(box)
-        self.kernel_box, self.check_box = self.boxes
-        self.env = self.kernel_box.base_env()
-        self.env["PYTHONPATH"] = str(REPO)
-        check_env = self.check_box.base_env()
-        check_env["PYTHONPATH"] = str(REPO)
-        self.checks = CheckRun(self.check_box, check_env, self.workdir / "checks")
-
-    def describe(self) -> str:
-        return self.kernel_box.describe()
-
-    def stats(self) -> dict[str, Any]:
-        return {"kernel": self.kernel_box.stats(), "checks": self.check_box.stats()}
-
-    def close(self) -> None:
-        try:
-            self.checks.finish()
-        finally:
-            for box in self.boxes:
-                box.__exit__(None, None, None)
-            if not os.environ.get("DLPERF_KEEP_SANDBOX"):
-                shutil.rmtree(self.workdir, ignore_errors=True)
+def _add_cell_times(timings: dict[str, float], nb: nbformat.NotebookNode, clock: dict[str, Any]) -> None:
+    """Split one notebook's run into kernel start, setup cells, the student's cells and test cells."""
+    first_solution = next((i for i, c in enumerate(nb.cells) if nbtools.is_solution(c)), len(nb.cells))
+    timings["kernel start"] = timings.get("kernel start", 0.0) + clock.get("kernel start", 0.0)
+    for index, seconds in clock.get("cells", {}).items():
+        cell = nb.cells[index]
+        key = "setup" if index < first_solution else "tests" if nbtools.is_test(cell) else "cells"
+        timings[key] = timings.get(key, 0.0) + seconds
 
 
-_spare: dict[tuple[Any, ...], Slot] = {}
-_warming: list[concurrent.futures.Future[None]] = []
-_lock = threading.Lock()
-_swept = False
-# Spare slots are started from this one long-lived thread.  bwrap's --die-with-parent is the kernel's
-# parent-death signal, which fires when the *thread* that started bwrap ends: a spare started from a
-# thread that exits right afterwards had its check run SIGKILLed whenever that thread ended after bwrap
-# had set the signal up (an "infrastructure failure: the check run did not start (exit code -9)").
-_launcher = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="spare-slots")
+def worker_cores() -> int:
+    """The cores this worker may use: its share of the machine (``DLPERF_GRADING_CORES``, set by the
+    engine for local workers), else the CPUs this process may run on (a Slurm job's allocation)."""
+    share = os.environ.get("DLPERF_GRADING_CORES", "")
+    if share.isdigit() and int(share) > 0:
+        return int(share)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def _gpu_devices() -> str | None:
-    """This worker's GPU (``CUDA_VISIBLE_DEVICES`` as the engine or Slurm pinned it), or None."""
-    value = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if value is None or value.strip() in ("", "-1", "none", "NoDevFiles"):
-        return None
-    return value
+def _threads(settings: Settings, trusted: bool) -> int:
+    """Compute threads per sandboxed process: the worker's cores, split between the kernel and the
+    check run where both run at once -- more threads than cores only make OpenMP's threads wait."""
+    if settings.threads is not None:
+        return settings.threads
+    return max(1, worker_cores() // (2 if trusted else 1))
 
 
-def _take_slot(settings: Settings, gpu: str | None, prewarm: bool) -> Slot:
-    """The warm slot if one matches, else a new one; then start the next one in the background."""
-    global _swept
-    if not _swept:
-        _swept = True
-        from .sandbox import sweep_stale_cgroups
-
-        sweep_stale_cgroups()   # what a grader killed earlier on this machine left behind
-    key = (settings, gpu)
-    with _lock:
-        slot = _spare.pop(key, None)
-    if slot is None:
-        slot = Slot(settings, gpu)
-    if prewarm:
-        def make() -> None:
-            spare = Slot(settings, gpu)
-            with _lock:
-                old = _spare.pop(key, None)
-                _spare[key] = spare
-            if old is not None:
-                old.close()
-        with _lock:
-            _warming[:] = [f for f in _warming if not f.done()] + [_launcher.submit(make)]
-    return slot
-
-
-def release_spares() -> None:
-    """Close the warm slots of this process (at the end of a class), after those still warming up."""
-    with _lock:
-        warming = list(_warming)
-    concurrent.futures.wait(warming, timeout=120)
-    with _lock:
-        slots = list(_spare.values())
-        _spare.clear()
-    for slot in slots:
-        slot.close()
+def _worst(outcomes: list[tuple[str, str]]) -> tuple[str, str]:
+    """The outcome of a submission from its notebooks' (the most serious one), with every reason."""
+    worst = max(outcomes, key=lambda o: SEVERITY.get(o[0], 0))[0]
+    reasons = "; ".join(r for o, r in outcomes if r)
+    return worst, reasons
 
 
 def grade(job: Job, *, worker: str = "", queued: float = 0.0, prewarm: bool = False) -> Result:
     """Grade one submission; never raises for anything the submission does."""
     start = time.monotonic()
     settings = job.settings
-    gpu = _gpu_devices()
+    spec = job.spec
+    gpu = gpu_devices()
     host = socket.gethostname()
+    trusted = spec.mode == "trusted"
 
-    def result(outcome: str, reason: str, nb: Any = None, device: str = "", sandbox: str = "",
-               seconds: dict[str, float] | None = None, stats: dict[str, Any] | None = None,
-               cpu_only: bool | None = None) -> Result:
+    def result(outcome: str, reason: str, notebooks: dict[str, str | None] | None = None, device: str = "",
+               sandbox: str = "", seconds: dict[str, float] | None = None, stats: dict[str, Any] | None = None,
+               cpu_only: bool | None = None, files: dict[str, bytes] | None = None) -> Result:
         secs = {"queued": queued, "student": 0.0, "checks": 0.0, **(seconds or {}),
                 "total": time.monotonic() - start}
-        return Result(job.assignment, job.student, job.digest, outcome, reason,
-                      nbformat.writes(nb) if nb is not None else None, host, device or ("gpu " + gpu if gpu else "cpu"),
-                      worker, sandbox, bool(job.requires_gpu and gpu is None and settings.cpu) if cpu_only is None
-                      else cpu_only, secs, stats or {})
+        return Result(job.assignment, job.student, job.digest, outcome, reason, notebooks or {}, host,
+                      device or ("gpu " + gpu if gpu else "cpu"), worker, sandbox,
+                      bool(job.requires_gpu and gpu is None and settings.cpu) if cpu_only is None else cpu_only,
+                      secs, stats or {}, spec.mode, files or {})
 
-    try:
-        source = nbformat.reads(job.source, as_version=4)
-        release = nbformat.reads(job.release, as_version=4)
-        prepared = nbtools.prepare(job.submission, source, release, job.assignment,
-                                   {k: set(v) for k, v in job.others.items()})
-    except nbtools.InvalidSubmission as exc:
-        return result("invalid", str(exc))
+    # Which notebooks were submitted, and are they this assignment's?
+    others = {k: set(v) for k, v in spec.others.items()}
+    prepared: dict[str, nbtools.Prepared] = {}
+    missing: list[str] = []
+    for nb_spec in spec.notebooks:
+        data = job.files.get(f"{nb_spec.name}.ipynb")
+        if data is None:
+            missing.append(nb_spec.name)
+            continue
+        try:
+            prepared[nb_spec.name] = nbtools.prepare(data, nbformat.reads(nb_spec.source, as_version=4),
+                                                     nbformat.reads(nb_spec.release, as_version=4), job.assignment,
+                                                     others, keep_tests=not trusted)
+        except nbtools.InvalidSubmission as exc:
+            where = "" if len(spec.notebooks) == 1 else f"{nb_spec.name}.ipynb: "
+            return result("invalid", where + str(exc))
+    if not prepared:
+        names = ", ".join(f"{n}.ipynb" for n in spec.names)
+        return result("invalid", f"the submission holds none of the assignment's notebooks ({names})")
     if job.requires_gpu and gpu is None and not settings.cpu:
         return result("infrastructure failure",
                       f"{job.assignment} needs a GPU and this runner ({host}) has none: re-run it on a GPU "
                       "runner, or grade on CPU explicitly (--cpu)")
-
+    t_slot = time.monotonic()
     try:
-        slot = _take_slot(settings, gpu, prewarm)
+        preload = tuple(dict.fromkeys(m for nb_spec in spec.notebooks for m in
+                                      nbtools.setup_imports(nbformat.reads(nb_spec.source, as_version=4))))
+        slot = take_slot(settings, gpu, prewarm, checks=trusted, preload=preload,
+                         threads=_threads(settings, trusted))
     except Exception as exc:  # noqa: BLE001 - the runner's own failure, not the student's
         return result("infrastructure failure", f"could not start the sandbox: {type(exc).__name__}: {exc}")
-    deadline = start + settings.submission_timeout
+    # The submission's time limit counts from when its sandboxes are ready: a slow start of the
+    # grader's own processes (a loaded node) is never charged to the student.
+    ready_timeout = max(120.0, settings.submission_timeout)
+    timings: dict[str, float] = {}
     try:
-        try:
-            info = slot.checks.ready(timeout=max(1.0, deadline - time.monotonic()))
-        except Exception as exc:  # noqa: BLE001
-            return result("infrastructure failure", f"the check run did not start: {exc}",
-                          sandbox=slot.describe())
-        cuda = bool(info.get("cuda"))
-        device = info.get("device", "cpu") + (f" [CUDA_VISIBLE_DEVICES={gpu}]" if gpu is not None else "")
-        if job.requires_gpu and not cuda and not settings.cpu:
-            return result("infrastructure failure", f"CUDA_VISIBLE_DEVICES={gpu} but torch sees no GPU in the "
-                          f"sandbox ({info.get('cuda_error', 'no error')}): re-run it on a GPU runner, or grade on "
-                          "CPU explicitly (--cpu)", device=device, sandbox=slot.describe(), cpu_only=False)
-        timings: dict[str, float] = {}
+        device, cuda = "gpu " + gpu if gpu else "cpu", bool(gpu)
+        if slot.checks is not None:
+            try:
+                info = slot.checks.ready(timeout=ready_timeout)
+            except Exception as exc:  # noqa: BLE001
+                return result("infrastructure failure", f"the check run did not start: {exc}",
+                              sandbox=slot.describe())
+            cuda = bool(info.get("cuda"))
+            device = info.get("device", "cpu") + (f" [CUDA_VISIBLE_DEVICES={gpu}]" if gpu is not None else "")
+            if job.requires_gpu and not cuda and not settings.cpu:
+                return result("infrastructure failure", f"CUDA_VISIBLE_DEVICES={gpu} but torch sees no GPU in "
+                              f"the sandbox ({info.get('cuda_error', 'no error')}): re-run it on a GPU runner, or "
+                              "grade on CPU explicitly (--cpu)", device=device, sandbox=slot.describe(),
+                              cpu_only=False)
+        # Where the time goes (engine, report and scripts/bench_grading.py read these): "sandbox" is the
+        # wait for this submission's sandboxes (zero when the spare slot was warm), then the student run's
+        # "kernel start", "setup" (the instructor's cells before the first solution cell: the imports),
+        # "cells" (the student's cells and the rest), "tests" (nbgrader mode: the test cells in the kernel),
+        # and "checks" (trusted mode: the hidden checks, side by side with the kernel).
+        timings["sandbox"] = time.monotonic() - t_slot
+        deadline = time.monotonic() + settings.submission_timeout
         replies: dict[str, Any] = {}
+        thread = None
+        if slot.checks is not None:
+            checks = slot.checks
 
-        def checks() -> None:
-            t = time.monotonic()
-            job_for_checks = {**prepared.check_job(), "budget": max(1.0, deadline - time.monotonic() - 5.0),
-                              "secret": job.secret}
-            replies["checks"] = slot.checks.run(job_for_checks, timeout=deadline - time.monotonic())
-            timings["checks"] = time.monotonic() - t
+            def run_checks() -> None:
+                t = time.monotonic()
+                jobs = [{"name": name, **p.check_job()} for name, p in prepared.items()]
+                job_for_checks = {"notebooks": jobs, "budget": max(1.0, deadline - time.monotonic() - 5.0),
+                                  "secret": job.secret, "files": {k: v.hex() for k, v in _working_files(job).items()}}
+                replies["checks"] = checks.run(job_for_checks, timeout=deadline - time.monotonic())
+                timings["checks"] = time.monotonic() - t
 
-        thread = threading.Thread(target=checks, daemon=True)
-        thread.start()
+            thread = threading.Thread(target=run_checks, daemon=True)
+            thread.start()
+        # The student run: every notebook in its own kernel, in one folder that holds the files (the
+        # first notebook's kernel already started in the slot, its setup imports done).
+        kernel_dir = slot.workdir / "kernel"
+        cwd = slot.cwd
+        files = _working_files(job)
+        _write_files(cwd, files)
+        slot.kernel_box.hand_over()
+        env = slot.env
+        executed: dict[str, nbformat.NotebookNode | None] = {}
+        outcomes: list[tuple[str, str]] = []
         t = time.monotonic()
-        executed, outcome, reason = student_run(prepared, slot.kernel_box, slot.workdir / "kernel", slot.env,
-                                                 settings, deadline)
+        for name, prep in prepared.items():
+            nb = prep.student_run()
+            clock: dict[str, Any] = {}
+            # nbgrader mode interrupts a cell past its limit and goes on, as nbgrader does (the test
+            # cells after it still run); trusted mode stops the kernel (the checks run apart).
+            ran, outcome, reason = run_notebook(nb, slot.kernel_box, kernel_dir, cwd, env,
+                                                cell_timeout=settings.cell_timeout, output_bytes=settings.output_bytes,
+                                                deadline=deadline, submission_timeout=settings.submission_timeout,
+                                                name=name if len(spec.notebooks) > 1 else "notebook",
+                                                interrupt=not trusted, clock=clock, warm=slot.warm)
+            _add_cell_times(timings, nb, clock)
+            executed[name] = ran
+            outcomes.append((outcome, reason))
+            if outcome == "infrastructure failure":
+                return result(outcome, reason, sandbox=slot.describe(), seconds=timings, stats=slot.stats())
+            if time.monotonic() >= deadline:
+                break
         timings["student"] = time.monotonic() - t
-        thread.join(max(0.0, deadline - time.monotonic()))
-        reply = replies.get("checks") or {"tests": {}, "done": False, "running": None, "timed_out": True,
-                                          "setup_error": None, "isolation": []}
+        written = _side_effects(cwd, files)
+        outcome, reason = _worst(outcomes)
         stats = slot.stats()
-        stats["isolation"] = reply.get("isolation", [])
-        checks_out = {gid: r["outputs"] for gid, r in reply["tests"].items()}
-        if not reply["done"]:
-            slot.check_box.kill()
-            where = f" (in {reply['running']})" if reply.get("running") else ""
-            if reply["timed_out"] or thread.is_alive() or time.monotonic() >= deadline:
-                outcome, reason = "timed out", f"the hidden tests ran past the {settings.submission_timeout:g} s limit{where}"
-            elif not reply["tests"] and not reply.get("running"):
-                return result("infrastructure failure", "the check run died before its first test: "
-                              + slot.checks.tail()[-500:], sandbox=slot.describe(), seconds=timings, stats=stats)
+        checks_out: dict[str, dict[str, Any]] = {}
+        if thread is not None:
+            thread.join(max(0.0, deadline - time.monotonic()))
+            reply = replies.get("checks") or {"tests": {}, "done": False, "running": None, "timed_out": True,
+                                              "setup_error": None, "isolation": []}
+            stats["isolation"] = reply.get("isolation", [])
+            stats["test seconds"] = {(f"{nb}/{gid}" if len(spec.notebooks) > 1 else gid): round(r["seconds"], 3)
+                                     for nb, tests in reply["tests"].items() for gid, r in tests.items()}
+            checks_out = {nb: {gid: r["outputs"] for gid, r in tests.items()} for nb, tests in reply["tests"].items()}
+            if not reply["done"]:
+                assert slot.check_box is not None
+                slot.check_box.kill()
+                where = f" (in {reply['running']})" if reply.get("running") else ""
+                if reply["timed_out"] or thread.is_alive() or time.monotonic() >= deadline:
+                    outcome, reason = "timed out", f"the hidden tests ran past the {settings.submission_timeout:g} s limit{where}"
+                elif not reply["tests"] and not reply.get("running"):
+                    return result("infrastructure failure", "the check run died before its first test: "
+                                  + slot.checks.tail()[-500:], sandbox=slot.describe(), seconds=timings, stats=stats)
+                else:
+                    memory = " (memory limit exceeded)" if stats.get("checks", {}).get("oom_killed") else ""
+                    outcome, reason = "crashed", f"the hidden tests stopped{where}: the check run was killed{memory}"
+            elif reply.get("setup_error"):
+                return result("infrastructure failure", "the instructor's setup failed in the check run: "
+                              + reply["setup_error"], sandbox=slot.describe(), seconds=timings, stats=stats)
+        tampered = [f"{n}.ipynb: {t}" if len(spec.notebooks) > 1 else t
+                    for n, p in prepared.items() for t in p.tampered]
+        if outcome == "graded" and tampered:
+            outcome, reason = "tampered", "; ".join(tampered)
+        elif tampered:
+            reason += "; also " + "; ".join(tampered)
+        if missing:
+            note = "not submitted: " + ", ".join(f"{n}.ipynb" for n in missing) + " (scored 0)"
+            reason = f"{reason}; {note}" if reason else note
+        graded: dict[str, str | None] = {name: None for name in missing}
+        for name, prep in prepared.items():
+            if trusted:
+                nb = nbtools.merge(prep, executed.get(name), checks_out.get(name, {}))
             else:
-                memory = " (memory limit exceeded)" if stats.get("checks", {}).get("oom_killed") else ""
-                outcome, reason = "crashed", f"the hidden tests stopped{where}: the check run was killed{memory}"
-        elif reply.get("setup_error"):
-            return result("infrastructure failure", "the instructor's setup failed in the check run: "
-                          + reply["setup_error"], sandbox=slot.describe(), seconds=timings, stats=stats)
-        if outcome == "graded" and prepared.tampered:
-            outcome, reason = "tampered", "; ".join(prepared.tampered)
-        elif prepared.tampered:
-            reason += "; also " + "; ".join(prepared.tampered)
-        graded = nbtools.merge(prepared, executed, checks_out)
+                nb = executed.get(name) if executed.get(name) is not None else prep.notebook
+            graded[name] = nbformat.writes(nb)
+        # The autograded folder, as nbgrader leaves it: the files the notebooks ran beside, and what they wrote.
         return result(outcome, reason, graded, device=device, sandbox=slot.describe(), seconds=timings,
-                      stats=stats, cpu_only=job.requires_gpu and not cuda)
+                      stats=stats, cpu_only=job.requires_gpu and not cuda, files={**files, **written})
     finally:
         slot.close()
+

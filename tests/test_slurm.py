@@ -277,16 +277,18 @@ def test_services_stop_leaves_nothing(slurm, postgres, pytestconfig):
 def _grading_now(slurm: services.Slurm, job: str) -> bool:
     """Whether a worker job is in the middle of a submission: a student's kernel among its processes.
 
-    (Not the check run: a worker keeps one warm for its next submission while idle.)"""
+    (Not the check run, nor a kernel still waiting: a worker keeps a warm slot for its next submission
+    while idle; a warm kernel that took its submission names itself ``student-kernel``.)"""
     out = slurm.run("scontrol", "listpids", job).stdout
     for line in out.splitlines()[1:]:
         fields = line.split()
         if fields and fields[0].isdigit():
             try:
                 cmd = Path(f"/proc/{fields[0]}/cmdline").read_bytes()
+                comm = Path(f"/proc/{fields[0]}/comm").read_text().strip()
             except OSError:
                 continue
-            if b"ipykernel_launcher" in cmd:
+            if b"ipykernel_launcher" in cmd or comm == "student-kernel":
                 return True
     return False
 

@@ -469,3 +469,36 @@ def test_the_zygote_reports_how_its_hosts_are_isolated():
         os.kill(s.process.pid, signal.SIGKILL)
         with pytest.raises(CheckFailed, match="died"):
             s.call("double", 1)
+
+
+def test_a_checkout_under_tmp_still_runs_in_the_host(tmp_path):
+    """The host's private /tmp must not cover the library it runs: a copy of the checkout under /tmp
+    (a CI clone, a doctor run) still imports dlperf's modules lazily in the host; the rest of /tmp stays
+    covered."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    if not str(tmp_path.resolve()).startswith("/tmp/"):
+        pytest.skip("the temporary folder is not under /tmp here")
+    copy = tmp_path / "checkout"
+    for package in ("dlperf", "autograder"):
+        shutil.copytree(repo / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "secret.txt").write_text("the solutions of a course")
+    (copy / "solution.py").write_text(
+        "def lazy():\n"
+        "    import os\n"
+        "    import dlperf.grading.probes.ring_allreduce as m\n"
+        "    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(m.__file__))))\n"
+        "    return [m.__name__, sorted(os.listdir(here))]\n")
+    script = ("import sys\nfrom solution import lazy\nfrom autograder.trusted import Student\n"
+              "with Student(lazy) as s:\n    print(s.isolation)\n    print(s.call('lazy'))\n")
+    run = subprocess.run([sys.executable, "-c", script], cwd=copy, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(copy)})
+    assert run.returncode == 0, run.stderr[-3000:]
+    isolation, result = run.stdout.splitlines()[-2:]
+    assert "dlperf.grading.probes.ring_allreduce" in result
+    if isolation == "namespaces":
+        assert "secret.txt" not in result and "solution.py" not in result, result   # only dlperf is bound back

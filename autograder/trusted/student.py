@@ -90,6 +90,7 @@ class StudentRaised(CheckFailed):
 
 
 _deadline: float | None = None
+_files: dict[str, bytes] = {}
 isolations: set[str] = set()   # how the hosts of this process were isolated (the check run reports it)
 
 
@@ -97,6 +98,12 @@ def set_deadline(seconds: float | None) -> None:
     """Bound every later request by what is left of ``seconds`` from now (the submission's budget)."""
     global _deadline
     _deadline = None if seconds is None else time.monotonic() + seconds
+
+
+def set_files(files: dict[str, bytes]) -> None:
+    """Files every later host gets in its working folder (the assignment's data, beside the solution)."""
+    global _files
+    _files = dict(files)
 
 
 def _time_left(timeout: float) -> float:
@@ -371,8 +378,9 @@ class Student:
                 raise CheckFailed("the process for your code did not start")
             if self.forbid:
                 self._result(*self._request({"op": "forbid", "names": self.forbid}, wire.Encoder(), 30.0))
-            reply, buffers = self._request({"op": "load", "parts": [list(p) for p in self.parts]}, wire.Encoder(),
-                                           self.timeout)
+            names = sorted(_files)
+            load = {"op": "load", "parts": [list(p) for p in self.parts], "files": names}
+            reply, buffers = self._request(load, wire.Encoder(buffers=[_files[n] for n in names]), self.timeout)
         except StudentRaised as exc:
             self.close()
             raise CheckFailed("the cell(s) with your solution failed when run on their own (keep the imports and "

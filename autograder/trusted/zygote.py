@@ -19,7 +19,9 @@ Each host, where the kernel allows unprivileged user namespaces, gets:
   shared memory segment or abstract socket of anyone else's;
 * its own **mount namespace** with private, empty ``/tmp``, ``/dev/shm`` and
   checker's working folders (no writable path is shared with the checker or
-  another host), and the source files of the library objects an exercise
+  another host; what the interpreter needs of a covered folder -- a checkout or
+  a virtual environment under ``/tmp`` -- is bound back, read-only where the
+  kernel allows), and the source files of the library objects an exercise
   forbids hidden (read as empty);
 * **no capability** (bounding set cleared, ``no_new_privs``), so it cannot
   undo those mounts.
@@ -52,7 +54,7 @@ from typing import Any
 
 from dlperf.grading import wire
 
-__all__ = ["HostProcess", "Zygote", "get", "make_non_dumpable", "set_zygote"]
+__all__ = ["HostProcess", "Zygote", "get", "make_non_dumpable", "preload", "set_zygote"]
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -62,7 +64,7 @@ CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 4096, 16384, 1 << 18
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 _LAST_CAP = 63
@@ -104,13 +106,35 @@ def _enter_namespaces(private: Sequence[str], hide: Sequence[str]) -> None:
         f.write(f"{gid} {gid} 1")
     _check(_libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")  # the host cannot read us
     _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
-    for path in private:
-        if os.path.isdir(path):
-            _check(_libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
-                               b"size=1073741824,mode=1777"), f"mount tmpfs {path}")
+    covered = [os.path.realpath(p) for p in private if os.path.isdir(p)]
+    # What the host's interpreter needs and a private folder would cover (a checkout or a virtual
+    # environment under /tmp): held by a descriptor now, bound back over the empty tmpfs afterwards.
+    held = {path: os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) for path in _needed()
+            if any(path == c or path.startswith(c.rstrip(os.sep) + os.sep) for c in covered)}
+    for path in covered:
+        _check(_libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
+                           b"size=1073741824,mode=1777"), f"mount tmpfs {path}")
+    for path, fd in held.items():
+        os.makedirs(path, exist_ok=True)
+        _check(_libc.mount(f"/proc/self/fd/{fd}".encode(), path.encode(), None, MS_BIND | MS_REC, None),
+               f"bind {path} back")
+        # read-only for the host where the kernel lets us (a bind from a read-only mount stays read-only)
+        _libc.mount(None, path.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
+        os.close(fd)
     for path in hide:
         if os.path.isfile(path):
             _check(_libc.mount(b"/dev/null", path.encode(), None, MS_BIND, None), f"hide {path}")
+
+
+def _needed() -> list[str]:
+    """The folders a host's interpreter needs: the Python installation, the virtual environment, and
+    the ``dlperf`` package (not the checkout around it); outermost only."""
+    import dlperf
+
+    paths = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                           os.path.dirname(os.path.realpath(sys.executable)),
+                                           os.path.dirname(os.path.realpath(dlperf.__file__))) if os.path.isdir(p)}
+    return sorted(p for p in paths if not any(p != q and p.startswith(q.rstrip(os.sep) + os.sep) for q in paths))
 
 
 class _CapHeader(ctypes.Structure):
@@ -428,13 +452,23 @@ def get() -> Zygote:
         return _zygote
 
 
-def _spawned_main(fd: int) -> None:
-    """``python -m autograder.trusted.zygote FD``: import what hosts use, then serve on FD."""
-    import torch  # noqa: F401 - imported once here, by every host through fork
+def preload() -> None:
+    """Import, once, what every host needs, so that each host (a fork) starts with it.
+
+    ``torch._dynamo`` is what the first ``optimizer.step()`` of a process imports (about a second on
+    the 2-core CI machine, paid again by every host that trains a model); importing it starts no thread,
+    so forking afterwards is safe.
+    """
+    import torch  # noqa: F401
+    import torch._dynamo  # noqa: F401
 
     import dlperf.grading.host  # noqa: F401
     import dlperf.grading.relay  # noqa: F401
 
+
+def _spawned_main(fd: int) -> None:
+    """``python -m autograder.trusted.zygote FD``: import what hosts use, then serve on FD."""
+    preload()
     _zygote_main(socket.socket(fileno=fd))
 
 

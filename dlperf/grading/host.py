@@ -334,6 +334,16 @@ class Host:
             linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
             exec(compile(source, filename, "exec"), module.__dict__)  # noqa: S102 - the student's cells
 
+    def write_files(self, names: list[str], buffers: list[bytes]) -> None:
+        """The assignment's files, in this process's working folder (private to it), before its code loads."""
+        for name, data in zip(names, buffers):
+            path = os.path.normpath(str(name))
+            if path.startswith(("/", "..")) or "\0" in path:
+                continue
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
+
     def target(self, spec: dict[str, Any]) -> Callable[..., Any]:
         if "probe" in spec:
             path, _, name = str(spec["probe"]).partition(":")
@@ -408,6 +418,7 @@ class Host:
             op = header.get("op")
             try:
                 if op == "load":
+                    self.write_files(header.get("files", []), buffers)
                     self.load(header["parts"])
                     self.chan.send({"op": "done", "ok": None})
                 elif op == "forbid":
