@@ -47,15 +47,15 @@ HIDDEN_TRUSTED = '''# Hidden tests (2 points): squares for several n, including 
 ### BEGIN HIDDEN TESTS
 import random
 
-from autograder.trusted import CheckFailed, Student, seed
+from autograder import trusted
 
-rng = random.Random(seed("squares"))            # new inputs for every submission
-with Student(squares) as student:                # the student's cell, in a process of its own
+rng = random.Random(trusted.seed("squares"))    # new inputs for every submission
+with trusted.Student(squares) as student:        # the student's cell, in a process of its own
     for n in [0, 1, 5, rng.randrange(10, 100)]:
         got = student.call("squares", n)          # plain data back: a list, or the student's exception
         expected = [i * i for i in range(1, n + 1)]
         if type(got) is not list or got != expected:
-            raise CheckFailed(f"squares({n}) returned {got!r:.60}, expected {expected!r:.60}")
+            raise trusted.CheckFailed(f"squares({n}) returned {got!r:.60}, expected {expected!r:.60}")
 ### END HIDDEN TESTS'''
 
 # A submission that games nbgrader mode: its result compares equal to anything, so every

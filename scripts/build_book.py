@@ -10,7 +10,9 @@ The execution cache keys on the cells' code, not on the machine: outputs cached
 on a CPU would be shown in a build on a GPU machine (a checkout copied with its
 ``_build``).  So the cache remembers the device it was made on
 (``_build/.jupyter_cache/DEVICE``) and is emptied when the build runs on another;
-``--fresh`` empties it anyway, so that every chapter executes here.
+``--fresh`` empties it anyway, so that every chapter executes here.  The pages' cells call the
+library (``dlperf``, ``autograder``), whose changes the cells' code does not show: the cache also
+remembers a digest of the library's sources (``LIBRARY``) and is emptied when they change.
 
 On a CUDA machine the chapters record their GPU reference outputs into
 ``_build/gpu_reference/`` (:mod:`dlperf.gpu_reference`; promote them into
@@ -22,6 +24,7 @@ Usage: ``python scripts/build_book.py [--output DIR] [--fresh]`` (the README's `
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shutil
 import subprocess
@@ -40,17 +43,33 @@ def build_device() -> str:
     return out.stdout.strip() or "unknown"
 
 
+def library_digest() -> str:
+    """SHA-256 of the library's sources (``dlperf/``, ``autograder/``): what the pages' cells call."""
+    h = hashlib.sha256()
+    for path in sorted([*ROOT.glob("dlperf/**/*.py"), *ROOT.glob("autograder/**/*.py")]):
+        h.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
 def prepare_cache(cache: Path, fresh: bool) -> None:
-    """Empty the execution cache when asked, or when it was made on another device; mark it with this one."""
-    device = build_device()
-    marker = cache / "DEVICE"
+    """Empty the execution cache when asked, when it was made on another device, or with another version of the
+    library; mark it with this device (``DEVICE``) and this library (``LIBRARY``)."""
+    device, library = build_device(), library_digest()
+    marker, library_marker = cache / "DEVICE", cache / "LIBRARY"
     made_on = marker.read_text().strip() if marker.is_file() else None
-    if cache.exists() and (fresh or made_on != device):
-        why = "--fresh" if fresh else (f"it was made on {made_on}" if made_on else "it does not say where it was made")
+    made_with = library_marker.read_text().strip() if library_marker.is_file() else None
+    if cache.exists() and (fresh or made_on != device or made_with != library):
+        if fresh:
+            why = "--fresh"
+        elif made_on != device:
+            why = f"it was made on {made_on}" if made_on else "it does not say where it was made"
+        else:
+            why = "the library (dlperf/, autograder/) changed since"
         print(f"build_book: emptying the execution cache ({why}); every chapter executes on {device}", flush=True)
         shutil.rmtree(cache)
     cache.mkdir(parents=True, exist_ok=True)
     marker.write_text(device + "\n")
+    library_marker.write_text(library + "\n")
 
 
 def build(output: Path | None = None, fresh: bool = False) -> int:

@@ -235,6 +235,20 @@ def test_the_execution_cache_is_emptied_when_the_device_changes(tmp_path, monkey
     assert not (cache / "entry").exists()
 
 
+def test_the_execution_cache_is_emptied_when_the_library_changes(tmp_path, monkeypatch):
+    build_book = _build_book_module()
+    cache = tmp_path / ".jupyter_cache"
+    monkeypatch.setattr(build_book, "build_device", lambda: "cpu")
+    monkeypatch.setattr(build_book, "library_digest", lambda: "one")
+    build_book.prepare_cache(cache, fresh=False)
+    (cache / "entry").write_text("executed with library one")
+    build_book.prepare_cache(cache, fresh=False)
+    assert (cache / "entry").exists(), "same library: the cache is kept"
+    monkeypatch.setattr(build_book, "library_digest", lambda: "two")
+    build_book.prepare_cache(cache, fresh=False)
+    assert not (cache / "entry").exists() and (cache / "LIBRARY").read_text() == "two\n"
+
+
 def test_the_real_build_device_is_this_machines():
     want = f"cuda: {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else "cpu"
     assert _build_book_module().build_device().startswith(want)
