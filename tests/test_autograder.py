@@ -233,10 +233,13 @@ def _reports(nb: nbformat.NotebookNode, tag: str) -> list[list[str]]:
             for blob in re.findall(tag + r"\[\d+\]:([A-Za-z0-9+/=]+)", _outputs(nb))]
 
 
-def test_red_team_finds_nothing_worth_taking(graded_class: dict, decoys: list[Path]) -> None:
+def test_red_team_finds_nothing_worth_taking(graded_class: dict, decoys: list[Path],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """The attacks ran (each left its report) and found no hidden check, no expected value, no course file."""
     root = graded_class["root"]
-    # The search would find the decoys outside the sandbox: the test below can fail.
+    # The search, run from the checkout outside the sandbox, finds the decoys (the one beside the
+    # checkout wherever the checkout is): the test below can fail.
+    monkeypatch.chdir(course.REPO)
     scope: dict = {}
     exec(redteam._FIND, scope)  # noqa: S102 - our own attack code
     assert decoys and set(map(str, decoys)) <= set(scope["_course_files"]())
