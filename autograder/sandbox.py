@@ -452,16 +452,37 @@ def sweep_stale_cgroups() -> list[Path]:
             match = re.fullmatch(r"dlperf-.*-(\d+)-\d+", group.name)
             if not match or not group.is_dir():
                 continue
-            pid = int(match.group(1))
-            try:
-                os.kill(pid, 0)
-                continue            # its creator still runs
-            except ProcessLookupError:
-                pass
-            except PermissionError:
-                continue
-            if not _procs(group) and _rmdir(group):
+            if _creator_gone(int(match.group(1))) and not _procs(group) and _rmdir(group):
                 removed.append(group)
+    return removed
+
+
+def _creator_gone(pid: int) -> bool:
+    """True where no process ``pid`` runs (one we may not signal counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def sweep_stale_folders(root: Path | None = None) -> list[Path]:
+    """Remove the temporary folders of sandboxes and slots whose creator is gone (a grader killed with
+    SIGKILL cannot clean up): ``dlperf-<name>-<creator pid>-<n>-*`` in the temporary folder, owned by
+    this user.  Returns what was removed.  Safe to call any time."""
+    root = Path(root or tempfile.gettempdir())
+    removed = []
+    for folder in root.glob("dlperf-*-*-*"):
+        match = re.fullmatch(r"dlperf-.+-(\d+)-\d+-[a-z0-9_]+", folder.name)
+        try:
+            mine = folder.is_dir() and not folder.is_symlink() and folder.stat().st_uid == os.geteuid()
+        except OSError:
+            continue
+        if match and mine and _creator_gone(int(match.group(1))):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
     return removed
 
 

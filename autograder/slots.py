@@ -16,6 +16,7 @@ the background while the current submission runs.
 from __future__ import annotations
 
 import concurrent.futures
+import itertools
 import json
 import os
 import queue
@@ -144,7 +145,7 @@ class Slot:
 
     def __init__(self, settings: Any, gpu_devices: str | None, checks: bool = True,
                  preload: tuple[str, ...] | None = None, threads: int = 0):
-        self.workdir = Path(tempfile.mkdtemp(prefix="dlperf-sub-"))
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"dlperf-sub-{os.getpid()}-{next(_numbers)}-"))
         self.settings = settings
         hide = [REPO, Path.home(), *map(Path, settings.hide)]
         expose = [REPO / "dlperf", REPO / "autograder", Path(sys.prefix)]
@@ -195,6 +196,7 @@ class Slot:
                 shutil.rmtree(self.workdir, ignore_errors=True)
 
 
+_numbers = itertools.count()
 _spare: dict[tuple[Any, ...], Slot] = {}
 _warming: list[concurrent.futures.Future[None]] = []
 _lock = threading.Lock()
@@ -220,9 +222,10 @@ def take_slot(settings: Any, gpu: str | None, prewarm: bool, checks: bool = True
     global _swept
     if not _swept:
         _swept = True
-        from .sandbox import sweep_stale_cgroups
+        from .sandbox import sweep_stale_cgroups, sweep_stale_folders
 
         sweep_stale_cgroups()   # what a grader killed earlier on this machine left behind
+        sweep_stale_folders()
     key = (settings, gpu, checks, preload, threads)
     with _lock:
         slot = _spare.pop(key, None)

@@ -676,3 +676,20 @@ def test_stale_cgroups_of_a_killed_grader_are_swept() -> None:
         for group in (stale, alive):
             if group.exists():
                 group.rmdir()
+
+
+def test_stale_folders_of_a_killed_grader_are_swept(tmp_path: Path) -> None:
+    """Temporary folders named after a creator that is gone are removed; ours and others' stay."""
+    from autograder import sandbox
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = [tmp_path / f"dlperf-sub-{gone.pid}-3-ab_12cd", tmp_path / f"dlperf-checks-{gone.pid}-5-x9y8z7w6"]
+    alive = tmp_path / f"dlperf-kernel-{os.getpid()}-2-q1w2e3r4"
+    other = tmp_path / f"dlperf-release-{gone.pid}"       # not a sandbox's name: left alone
+    for folder in (*stale, alive, other):
+        (folder / "kernel").mkdir(parents=True)
+        (folder / "kernel" / "notebook.ipynb").write_text("{}")
+    removed = sandbox.sweep_stale_folders(tmp_path)
+    assert sorted(removed) == sorted(stale) and not any(f.exists() for f in stale)
+    assert alive.exists() and other.exists()

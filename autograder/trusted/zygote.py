@@ -106,7 +106,10 @@ def _enter_namespaces(private: Sequence[str], hide: Sequence[str]) -> None:
         f.write(f"{gid} {gid} 1")
     _check(_libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")  # the host cannot read us
     _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
-    covered = [os.path.realpath(p) for p in private if os.path.isdir(p)]
+    covered = {os.path.realpath(p) for p in private if os.path.isdir(p)}
+    # outermost only: a tmpfs over /tmp already covers a working folder under /tmp (which, once /tmp is
+    # covered, no longer exists to be mounted on)
+    covered = sorted(c for c in covered if not any(c != d and c.startswith(d.rstrip(os.sep) + os.sep) for d in covered))
     # What the host's interpreter needs and a private folder would cover (a checkout or a virtual
     # environment under /tmp): held by a descriptor now, bound back over the empty tmpfs afterwards.
     held = {path: os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) for path in _needed()
