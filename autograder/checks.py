@@ -7,9 +7,10 @@ itself non-dumpable (no process of the same user may trace it or read its
 memory, descriptors or environment) and forks the **zygote**
 (:mod:`autograder.trusted.zygote`) from which every process that runs student
 code is started -- a fork taken now holds no hidden test, since the job has not
-been read.  Then it says ``ready`` and waits for its job on stdin.  A worker
-keeps one warm for the next submission, so all of this is off the critical
-path.
+been read.  Then it says ``ready`` and waits for its job on stdin.  With
+``--serve`` it stays for the worker's next submissions: every job runs in a
+fork of the warm process taken before that job is read (:func:`_serve`), so a
+worker imports torch for its checks once, not once per submission.
 
 The job (JSON, see :meth:`autograder.notebook.Prepared.check_job`) holds the
 instructor's setup cells, the student's solution cells, the hidden test cells,
@@ -29,7 +30,7 @@ carries a one-line traceback: frames of a hidden test never leave this process.
 Protocol, one JSON line each, on the file descriptor that was stdout at
 start-up (file descriptor 1 itself points at ``/dev/null``, so nothing else
 written there can corrupt it): ``{"ready": true, ...}``; after the job was
-read to EOF, ``{"start": grade_id}`` before and ``{"test": grade_id,
+read (one JSON line on stdin), ``{"start": grade_id}`` before and ``{"test": grade_id,
 "notebook": name, "outputs": [...], "seconds": s}`` after each test cell, so that the results
 of the cells that finished survive if this process dies; and last
 ``{"done": true, "setup_error": ..., "isolation": [...]}``.
@@ -43,6 +44,7 @@ import io
 import json
 import linecache
 import os
+import signal
 import socket
 import sys
 import time
@@ -178,8 +180,8 @@ def _device() -> dict[str, Any]:
     return info
 
 
-def _warm_up(setup_imports: list[str]) -> str:
-    """Import what the checks use, stop being traceable, fork the zygote; before the job arrives.
+def _prepare(setup_imports: list[str]) -> None:
+    """Import what the checks use and stop being traceable; before any job arrives.
 
     ``setup_imports``: the modules the assignment's setup cells import (visible to students: nothing
     secret), imported now so that neither the setup cells nor a host pays for them.
@@ -193,26 +195,33 @@ def _warm_up(setup_imports: list[str]) -> str:
     for name in setup_imports:
         with contextlib.suppress(Exception):   # the setup cell's own import reports a failure
             importlib.import_module(name)
-
     zygote.make_non_dumpable()   # no ptrace, no /proc/<pid>/mem, fd or environ for the student's processes
-    # The zygote is a fork of this process taken now: it holds no hidden test (the job is not read yet)
-    # and no CUDA context (nothing touched CUDA yet), so the hosts it forks may use the GPU.
+
+
+def _fork_zygote() -> str:
+    """The zygote: a fork of this process taken now, when it holds no hidden test (the job is not read
+    yet) and no CUDA context (nothing touched CUDA yet), so the hosts it forks may use the GPU."""
+    from autograder.trusted import zygote
+
     made = zygote.Zygote.fork()
     zygote.set_zygote(made)
     return made.how
 
 
-def main() -> int:
-    reply: TextIO = os.fdopen(os.dup(1), "w")
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - lives as long as the process
-    start = time.perf_counter()
-    server = _warm_up(sys.argv[1:])
-    reply.write(json.dumps({"ready": True, "warm_up_seconds": time.perf_counter() - start, "zygote": server,
+#: A job's process found no job (the grader closed stdin): the server stops.
+NO_MORE_JOBS = 3
+
+
+def _one_job(reply: TextIO, warm_up_seconds: float) -> int:
+    """Fork the zygote, say ``ready``, read one job (a JSON line), run it, say ``done``."""
+    server = _fork_zygote()
+    reply.write(json.dumps({"ready": True, "warm_up_seconds": warm_up_seconds, "zygote": server,
                             **_device()}) + "\n")
     reply.flush()
-    job = json.loads(sys.stdin.read())
+    line = sys.stdin.buffer.readline()
+    if not line.strip():
+        return NO_MORE_JOBS
+    job = json.loads(line)
 
     def emit(line: dict[str, Any]) -> None:
         reply.write(json.dumps(line) + "\n")
@@ -221,6 +230,65 @@ def main() -> int:
     result = run_job(job, emit)
     emit({"done": True, "setup_error": result["setup_error"], "isolation": result["isolation"]})
     return 0
+
+
+def _in_sandbox_pid_namespace() -> bool:
+    """True where PID 1 is bubblewrap's: every other process we may signal belongs to this sandbox."""
+    try:
+        with open("/proc/1/comm", encoding="utf-8") as f:
+            return f.read().strip() == "bwrap"
+    except OSError:
+        return False
+
+
+def _serve(reply: TextIO, warm_up_seconds: float) -> int:
+    """One job after the other, each in a fork of this process taken before its job is read.
+
+    This process never reads a job: what a job's process learnt (hidden tests, expected values, the
+    student's code) dies with it.  Between two jobs every other process of the sandbox (hosts and
+    whatever they left behind) is killed, so the next submission starts from a clean sandbox, as
+    with a fresh check run, without paying for the interpreter and torch's import again.
+    """
+    clean = _in_sandbox_pid_namespace()
+    while True:
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                code = _one_job(reply, warm_up_seconds)
+            finally:
+                with contextlib.suppress(Exception):
+                    reply.flush()
+                os._exit(code)
+        try:
+            _, status = os.waitpid(pid, 0)
+        except ChildProcessError:
+            status = 0
+        if clean:
+            with contextlib.suppress(OSError):
+                os.kill(-1, signal.SIGKILL)      # all of this sandbox but us and its init
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == NO_MORE_JOBS:
+            return 0
+
+
+def main() -> int:
+    """``python -m autograder.checks [--serve] [MODULE...]``: one job, or (``--serve``) one after the other."""
+    reply: TextIO = os.fdopen(os.dup(1), "w")
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - lives as long as the process
+    args = sys.argv[1:]
+    serve = bool(args) and args[0] == "--serve"
+    start = time.perf_counter()
+    _prepare(args[1:] if serve else args)
+    warm_up_seconds = time.perf_counter() - start
+    if serve:
+        return _serve(reply, warm_up_seconds)
+    code = _one_job(reply, warm_up_seconds)
+    return 0 if code == NO_MORE_JOBS else code
 
 
 if __name__ == "__main__":

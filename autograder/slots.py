@@ -1,21 +1,28 @@
 """The sandboxes a worker grades in: a *slot* per submission, one kept warm for the next.
 
-A slot is a job folder with two sandboxes (:class:`autograder.sandbox.Sandbox`):
-one for the student's kernel(s) and, for assignments graded with trusted checks,
-one for the **check run** (``python -m autograder.checks``).  Both are started
-before the submission arrives: the check run with its imports and its zygote,
-and a **warm kernel** (:class:`autograder.kernel.WarmKernel`) that has imported
-ipykernel and the assignment's setup imports, so that a submission pays for
-neither an interpreter's start nor torch's import.  Each sandboxed process gets
-its share of the worker's cores as its compute threads (``OMP_NUM_THREADS``).  Separate sandboxes have separate memory and process limits: a fork bomb
-or a memory hog in the kernel cannot starve the hidden checks, and the other
-way round.  A worker keeps one spare slot of the kind it last used, started in
-the background while the current submission runs.
+A slot is a job folder with the sandbox (:class:`autograder.sandbox.Sandbox`) of
+the student's kernel(s), started before the submission arrives: a **warm
+kernel** (:class:`autograder.kernel.WarmKernel`) that has imported ipykernel and
+the assignment's setup imports, so that a submission pays for neither an
+interpreter's start nor torch's import.  A worker keeps one spare slot of the
+kind it last used, started in the background while the current submission runs.
+
+For assignments graded with trusted checks, the slot is attached to the
+worker's **check run** (:class:`CheckServer`: ``python -m autograder.checks
+--serve`` in a sandbox of its own), which is kept from one submission to the
+next: each job runs in a fork of it taken before that job is read, and everything
+else in its sandbox is killed between two jobs, so torch is imported for the
+checks once per worker, not once per submission.  Each sandboxed process gets
+its share of the worker's cores as its compute threads (``OMP_NUM_THREADS``).
+Separate sandboxes have separate memory and process limits: a fork bomb or a
+memory hog in the kernel cannot starve the hidden checks, and the other way
+round.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import itertools
 import json
 import os
@@ -35,21 +42,30 @@ from .sandbox import Limits, Sandbox
 
 REPO = Path(__file__).resolve().parents[1]
 
-__all__ = ["CheckRun", "Slot", "gpu_devices", "release_spares", "take_slot", "thread_env"]
+__all__ = ["CheckRun", "CheckServer", "Slot", "gpu_devices", "release_spares", "take_slot", "thread_env"]
 
 
 class CheckRun:
     """``python -m autograder.checks`` started in a sandbox, warm, waiting for its job."""
 
-    def __init__(self, sandbox: Sandbox, env: Mapping[str, str], workdir: Path, preload: tuple[str, ...] = ()):
+    def __init__(self, sandbox: Sandbox, env: Mapping[str, str], workdir: Path, preload: tuple[str, ...] = (),
+                 serve: bool = False):
         self.started = time.monotonic()
+        self.serve = serve
+        self.jobs = 0            # jobs sent so far
+        self.clean = True        # every job sent so far came back "done"
         self.log = open(workdir / "checks.log", "wb")  # noqa: SIM115 - closed in finish()
-        argv = sandbox.command([sys.executable, "-m", "autograder.checks", *preload], env)
+        flags = ["--serve"] if serve else []
+        argv = sandbox.command([sys.executable, "-m", "autograder.checks", *flags, *preload], env)
         self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                         cwd=str(workdir), start_new_session=True)
         self.lines: queue.Queue[bytes] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
         self.info: dict[str, Any] | None = None
+
+    def reusable(self) -> bool:
+        """True where it serves jobs, every job so far ended "done", and it still runs."""
+        return self.serve and self.clean and self.process.poll() is None
 
     def _read(self) -> None:
         assert self.process.stdout is not None
@@ -89,10 +105,18 @@ class CheckRun:
         assert self.process.stdin is not None
         got: dict[str, Any] = {"tests": {}, "done": False, "running": None, "timed_out": False,
                                "setup_error": None, "isolation": []}
+        self.jobs += 1
+        self.clean = False
+        self.info = None          # the next job's process says "ready" again
+        with contextlib.suppress(OSError, ValueError):
+            self.log.truncate(0)  # this job's log only (the server's stderr shares the file's offset)
+            self.log.seek(0)
         try:
-            self.process.stdin.write(json.dumps(job).encode())
-            self.process.stdin.close()
-        except BrokenPipeError:
+            self.process.stdin.write(json.dumps(job).encode() + b"\n")
+            self.process.stdin.flush()
+            if not self.serve:
+                self.process.stdin.close()
+        except (BrokenPipeError, ValueError):
             return got
         deadline = time.monotonic() + timeout
         while True:
@@ -108,6 +132,7 @@ class CheckRun:
                 got["running"] = None
             elif line.get("done"):
                 got.update(done=True, setup_error=line.get("setup_error"), isolation=line.get("isolation", []))
+                self.clean = True
                 return got
 
     def tail(self) -> str:
@@ -136,68 +161,113 @@ def thread_env(threads: int) -> dict[str, str]:
     return {k: str(threads) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
 
 
+class CheckServer:
+    """The check run of a worker, in a sandbox and a folder of its own, kept from one submission to the next.
+
+    With the sandbox (bubblewrap's PID namespace), it serves (``--serve``): each job runs in a fork of
+    the warm process taken before that job is read, and everything else in the sandbox is killed
+    between two jobs, so a submission meets the same clean sandbox as with a fresh check run, without
+    another interpreter's start and torch's import.  It is used again only while every job came back
+    "done", without the memory or process limit hit; otherwise it is closed and a new one started.
+    Without the sandbox it runs one job and ends (nothing could clean up between two jobs).
+    """
+
+    def __init__(self, settings: Any, gpu_devices: str | None, preload: tuple[str, ...], threads: int):
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"dlperf-checks-{os.getpid()}-{next(_numbers)}-"))
+        hide = [REPO, Path.home(), *map(Path, settings.hide)]
+        expose = [REPO / "dlperf", REPO / "autograder", Path(sys.prefix)]
+        limits = Limits(memory_bytes=settings.memory_bytes, processes=settings.processes)
+        self.box = Sandbox(self.workdir, limits=limits, hide=hide, expose=expose, gpu_devices=gpu_devices,
+                           enabled=settings.sandbox, name="checks")
+        self.box.__enter__()
+        try:
+            env = {**self.box.base_env(), "PYTHONPATH": str(REPO), **thread_env(threads)}
+            self.run = CheckRun(self.box, env, self.workdir, preload, serve=settings.sandbox)
+        except BaseException:
+            self.box.__exit__(None, None, None)
+            raise
+
+    def reusable(self) -> bool:
+        if not self.run.reusable():
+            return False
+        stats = self.box.stats()
+        return not stats.get("oom_killed") and not stats.get("pids_limit_hit")
+
+    def stats(self) -> dict[str, Any]:
+        """The sandbox's figures (peak memory: since this check run started) and the jobs it has run."""
+        return {**self.box.stats(), "jobs": self.run.jobs}
+
+    def close(self) -> None:
+        try:
+            self.run.finish()
+        finally:
+            self.box.__exit__(None, None, None)
+            if not os.environ.get("DLPERF_KEEP_SANDBOX"):
+                shutil.rmtree(self.workdir, ignore_errors=True)
+
+
 class Slot:
-    """The sandboxes of one submission: the kernel's, and (``checks``) the check run's, already warm.
+    """The sandbox of one submission's kernel, already warm, and (``attach``) the worker's check run.
 
     ``preload``: the modules a warm kernel imports before the submission comes (``None``: no warm
     kernel); ``threads``: the compute threads of each sandboxed process (0: the libraries' default).
     """
 
-    def __init__(self, settings: Any, gpu_devices: str | None, checks: bool = True,
-                 preload: tuple[str, ...] | None = None, threads: int = 0):
+    def __init__(self, settings: Any, gpu_devices: str | None, preload: tuple[str, ...] | None = None,
+                 threads: int = 0):
         self.workdir = Path(tempfile.mkdtemp(prefix=f"dlperf-sub-{os.getpid()}-{next(_numbers)}-"))
         self.settings = settings
         hide = [REPO, Path.home(), *map(Path, settings.hide)]
         expose = [REPO / "dlperf", REPO / "autograder", Path(sys.prefix)]
         limits = Limits(memory_bytes=settings.memory_bytes, processes=settings.processes)
-        self.boxes: list[Sandbox] = []
-        for part in ("kernel", "checks") if checks else ("kernel",):
-            folder = self.workdir / part
-            folder.mkdir()
-            box = Sandbox(folder, limits=limits, hide=hide, expose=expose, gpu_devices=gpu_devices,
-                          enabled=settings.sandbox, name=part)
-            box.__enter__()
-            self.boxes.append(box)
-        self.kernel_box = self.boxes[0]
+        folder = self.workdir / "kernel"
+        folder.mkdir()
+        self.kernel_box = Sandbox(folder, limits=limits, hide=hide, expose=expose, gpu_devices=gpu_devices,
+                                  enabled=settings.sandbox, name="kernel")
+        self.kernel_box.__enter__()
         # The student's kernel: what nbgrader's autograde sets, in the folder the submission's files go to.
         self.env = {**self.kernel_box.base_env(), "PYTHONPATH": str(REPO), "NBGRADER_EXECUTION": "autograde",
                     **thread_env(threads)}
         self.cwd = self.workdir / "kernel" / "home"
         self.cwd.mkdir()
+        self.server: CheckServer | None = None
+        self._server_key: tuple[Any, ...] | None = None
         self.check_box: Sandbox | None = None
         self.checks: CheckRun | None = None
         self.warm: WarmKernel | None = None
-        if checks:
-            self.check_box = self.boxes[1]
-            check_env = {**self.check_box.base_env(), "PYTHONPATH": str(REPO), **thread_env(threads)}
-            self.checks = CheckRun(self.check_box, check_env, self.workdir / "checks", preload or ())
         if preload is not None:
             self.warm = WarmKernel(self.kernel_box, self.workdir / "kernel", self.cwd, self.env, preload)
+
+    def attach(self, server: CheckServer, key: tuple[Any, ...]) -> None:
+        """Grade this submission's hidden checks with ``server`` (given back to the pool on close)."""
+        self.server, self._server_key = server, key
+        self.check_box, self.checks = server.box, server.run
 
     def describe(self) -> str:
         return self.kernel_box.describe()
 
     def stats(self) -> dict[str, Any]:
         stats = {"kernel": self.kernel_box.stats()}
-        if self.check_box is not None:
-            stats["checks"] = self.check_box.stats()
+        if self.server is not None:
+            stats["checks"] = self.server.stats()
         return stats
 
     def close(self) -> None:
         try:
             if self.warm is not None:
                 self.warm.close()
-            if self.checks is not None:
-                self.checks.finish()
         finally:
-            for box in self.boxes:
-                box.__exit__(None, None, None)
+            self.kernel_box.__exit__(None, None, None)
             if not os.environ.get("DLPERF_KEEP_SANDBOX"):
                 shutil.rmtree(self.workdir, ignore_errors=True)
+            if self.server is not None:
+                _give_back(self.server, self._server_key)
+                self.server = self.checks = self.check_box = None
 
 
 _numbers = itertools.count()
 _spare: dict[tuple[Any, ...], Slot] = {}
+_servers: dict[tuple[Any, ...], CheckServer] = {}
 _warming: list[concurrent.futures.Future[None]] = []
 _lock = threading.Lock()
 _swept = False
@@ -218,7 +288,8 @@ def gpu_devices() -> str | None:
 
 def take_slot(settings: Any, gpu: str | None, prewarm: bool, checks: bool = True,
               preload: tuple[str, ...] | None = None, threads: int = 0) -> Slot:
-    """The warm slot if one matches, else a new one; then start the next one in the background."""
+    """The warm slot if one matches, else a new one, with the worker's check run attached where
+    ``checks``; then start the next slot in the background."""
     global _swept
     if not _swept:
         _swept = True
@@ -226,22 +297,56 @@ def take_slot(settings: Any, gpu: str | None, prewarm: bool, checks: bool = True
 
         sweep_stale_cgroups()   # what a grader killed earlier on this machine left behind
         sweep_stale_folders()
-    key = (settings, gpu, checks, preload, threads)
+    key = (settings, gpu, preload, threads)
     with _lock:
         slot = _spare.pop(key, None)
     if slot is None:
-        slot = Slot(settings, gpu, checks, preload, threads)
+        slot = _launcher.submit(Slot, settings, gpu, preload, threads).result()
+    if checks:
+        with _lock:
+            server = _servers.pop(key, None)
+        if server is not None and server.run.process.poll() is not None:
+            server.close()        # it died while it waited (killed from outside)
+            server = None
+        if server is None:
+            try:
+                server = _launcher.submit(CheckServer, settings, gpu, preload or (), threads).result()
+            except BaseException:
+                slot.close()
+                raise
+        slot.attach(server, key)
     if prewarm:
         def make() -> None:
-            spare = Slot(settings, gpu, checks, preload, threads)
+            spare = Slot(settings, gpu, preload, threads)
             with _lock:
                 old = _spare.pop(key, None)
                 _spare[key] = spare
             if old is not None:
                 old.close()
+            if checks and not settings.sandbox:
+                _give_back(CheckServer(settings, gpu, preload or (), threads), key)   # one job each
         with _lock:
             _warming[:] = [f for f in _warming if not f.done()] + [_launcher.submit(make)]
     return slot
+
+
+def _give_back(server: CheckServer, key: tuple[Any, ...] | None) -> None:
+    """Keep ``server`` for the next submission of its kind if it can serve again, else close it."""
+    fresh = server.run.jobs == 0
+    if key is not None and (fresh or server.reusable()):
+        with _lock:
+            old = _servers.pop(key, None)
+            _servers[key] = server
+        if old is not None:
+            old.close()
+        return
+    server.close()
+    if key is not None and server.run.serve:
+        # a job that did not end well (timed out, killed, a limit hit): a new one for the next submission
+        settings, gpu, preload, threads = key
+        future = _launcher.submit(lambda: _give_back(CheckServer(settings, gpu, preload or (), threads), key))
+        with _lock:
+            _warming[:] = [f for f in _warming if not f.done()] + [future]
 
 
 def release_spares() -> None:
@@ -252,5 +357,9 @@ def release_spares() -> None:
     with _lock:
         slots = list(_spare.values())
         _spare.clear()
+        servers = list(_servers.values())
+        _servers.clear()
     for slot in slots:
         slot.close()
+    for server in servers:
+        server.close()

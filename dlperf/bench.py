@@ -2,14 +2,17 @@
 
 Every timing in the book, the exercises and the autograder goes through
 :func:`benchmark` (many calls of a function) or :class:`Stopwatch` (one long
-piece of work, such as a compilation).  Both synchronise the device before
-they start and before they stop, because PyTorch queues GPU work
-asynchronously: without the synchronisation a timer measures how long it took
-to *launch* the work, not to do it.
+piece of work, such as a compilation).  Both wait for the device, because
+PyTorch queues GPU work asynchronously: without waiting a timer measures how
+long it took to *launch* the work, not to do it.
 
-On CUDA the time between the two synchronisation points is taken with CUDA
-events recorded on the current stream, which time the device's own work rather
-than the Python thread.
+What exactly is waited for: before starting, the whole device is synchronised
+(``torch.cuda.synchronize(device)``: nothing queued earlier is counted).  On
+CUDA the interval is then timed with two CUDA events recorded on the device's
+*current stream*, and stopping waits for the second event only: work queued on
+another stream, or on another device, is included only if it was joined back
+into the current stream (``wait_stream`` or an event) before the timer stops.
+On a CPU both ends synchronise and read the host clock.
 """
 
 from __future__ import annotations

@@ -475,6 +475,21 @@ def _chase(chain: array.array, steps: int) -> int:
     return i
 
 
+def chase_bytes(quick: bool = True, caches: Sequence[CacheLevel] | None = None) -> int:
+    """The working set of the large pointer chase: eight times the largest cache this machine reports
+    (so that nearly every step misses every cache), at least 64 MiB (quick) or 256 MiB (full), at most
+    1 GiB.
+
+    >>> chase_bytes(True, [CacheLevel(3, "Unified", 32 * MiB, 64, 2)]) // MiB
+    256
+    >>> chase_bytes(False, []) // MiB
+    256
+    """
+    caches = cpu_caches() if caches is None else caches
+    largest = max((c.size_bytes for c in caches), default=0)
+    return int(min(GiB, max((64 if quick else 256) * MiB, 8 * largest)))
+
+
 def memory_latency(
     sizes: Sequence[int] = (16 * KiB, 256 * MiB),
     *,
@@ -746,5 +761,5 @@ def probe(device: torch.device | str | None = None, quick: bool = True, *, min_r
         results.extend(transfer_bandwidth(device, by_device(device, cpu=None, cuda=(256 if quick else 1024) * MiB), min_run_time=run_time))
         results.extend(launch_overhead(device, min_run_time=run_time))
         results.extend(strided_access("cpu", 2**20, (1, 16), min_run_time=run_time))
-        results.extend(memory_latency((16 * KiB, (64 if quick else 256) * MiB), min_run_time=run_time))
+        results.extend(memory_latency((16 * KiB, chase_bytes(quick)), min_run_time=run_time))
     return ProbeReport(str(device), describe(device), results, quick, sw.seconds, cpu_caches())

@@ -141,8 +141,9 @@ def _spread(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} (min {min(values):.2f}, max {max(values):.2f})"
 
 
-def breakdown(records: list[dict[str, Any]], workers: int, wall: float) -> None:
-    """Medians of each phase over ``records`` (their recorded seconds), and the overhead left."""
+def breakdown(records: list[dict[str, Any]], workers: int, wall: float, runs: int = 1) -> None:
+    """Medians of each phase over ``records`` (their recorded seconds, of ``runs`` gradings of the class),
+    and the overhead left; ``wall``: the class's wall time (the median over the runs)."""
     secs = [r["seconds"] for r in records if r["outcome"] == "graded"]
     if not secs:
         return
@@ -156,11 +157,12 @@ def breakdown(records: list[dict[str, Any]], workers: int, wall: float) -> None:
     own = [max(float(s.get("setup", 0)) + float(s.get("cells", 0)) + float(s.get("tests", 0)),
                float(s.get("checks", 0))) for s in secs]
     over = [float(s["total"]) - o for s, o in zip(secs, own)]
-    per_worker = wall * workers / len(records)
+    per_run = len(records) / runs
+    per_worker = wall * workers / per_run
     print(f"  own work      {statistics.median(own):6.2f}   cells, or the hidden checks where they take longer")
     print(f"  overhead      {statistics.median(over):6.2f}   total minus own work, per submission on its worker")
     print(f"  wall / submission per worker: {per_worker:.2f} s (class wall {wall:.1f} s x {workers} workers "
-          f"/ {len(records)}): {per_worker - statistics.median(own):.2f} s over the median own work")
+          f"/ {per_run:g} submissions): {per_worker - statistics.median(own):.2f} s over the median own work")
 
 
 def compare(args: argparse.Namespace) -> int:
@@ -192,7 +194,7 @@ def compare(args: argparse.Namespace) -> int:
     print(f"autograder / nbgrader:                         {_spread([r[1] / r[0] for r in rows])}x  (target <= 0.5)")
     print(f"autograder / (bare / {args.workers} workers):               "
           f"{_spread([r[1] / (r[2] / args.workers) for r in rows])}x  (target <= 1.15)")
-    breakdown(records, args.workers, statistics.median(r[1] for r in rows))
+    breakdown(records, args.workers, statistics.median(r[1] for r in rows), runs=len(rows))
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
     return 1 if differ else 0
 
