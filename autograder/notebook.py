@@ -108,10 +108,6 @@ def is_test(cell: Any) -> bool:
     return bool(meta.get("grade")) and not meta.get("solution") and cell.get("cell_type") == "code"
 
 
-def is_locked(cell: Any) -> bool:
-    return bool(_meta(cell).get("locked"))
-
-
 def defined_names(source: str, imports: bool = True) -> set[str]:
     """Top-level names a cell defines (functions, classes, assignments, and imports unless ``imports=False``);
     empty if it does not parse."""

@@ -161,6 +161,17 @@ def thread_env(threads: int) -> dict[str, str]:
     return {k: str(threads) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
 
 
+def _sandbox(settings: Any, folder: Path, gpu_devices: str | None, name: str) -> Sandbox:
+    """A sandbox for one part of grading, entered: the course's limits, the repository and the home
+    folder hidden, the library and the Python installation exposed."""
+    box = Sandbox(folder, limits=Limits(memory_bytes=settings.memory_bytes, processes=settings.processes),
+                  hide=[REPO, Path.home(), *map(Path, settings.hide)],
+                  expose=[REPO / "dlperf", REPO / "autograder", Path(sys.prefix)],
+                  gpu_devices=gpu_devices, enabled=settings.sandbox, name=name)
+    box.__enter__()
+    return box
+
+
 class CheckServer:
     """The check run of a worker, in a sandbox and a folder of its own, kept from one submission to the next.
 
@@ -174,12 +185,7 @@ class CheckServer:
 
     def __init__(self, settings: Any, gpu_devices: str | None, preload: tuple[str, ...], threads: int):
         self.workdir = Path(tempfile.mkdtemp(prefix=f"dlperf-checks-{os.getpid()}-{next(_numbers)}-"))
-        hide = [REPO, Path.home(), *map(Path, settings.hide)]
-        expose = [REPO / "dlperf", REPO / "autograder", Path(sys.prefix)]
-        limits = Limits(memory_bytes=settings.memory_bytes, processes=settings.processes)
-        self.box = Sandbox(self.workdir, limits=limits, hide=hide, expose=expose, gpu_devices=gpu_devices,
-                           enabled=settings.sandbox, name="checks")
-        self.box.__enter__()
+        self.box = _sandbox(settings, self.workdir, gpu_devices, "checks")
         try:
             env = {**self.box.base_env(), "PYTHONPATH": str(REPO), **thread_env(threads)}
             self.run = CheckRun(self.box, env, self.workdir, preload, serve=settings.sandbox)
@@ -217,14 +223,9 @@ class Slot:
                  threads: int = 0):
         self.workdir = Path(tempfile.mkdtemp(prefix=f"dlperf-sub-{os.getpid()}-{next(_numbers)}-"))
         self.settings = settings
-        hide = [REPO, Path.home(), *map(Path, settings.hide)]
-        expose = [REPO / "dlperf", REPO / "autograder", Path(sys.prefix)]
-        limits = Limits(memory_bytes=settings.memory_bytes, processes=settings.processes)
         folder = self.workdir / "kernel"
         folder.mkdir()
-        self.kernel_box = Sandbox(folder, limits=limits, hide=hide, expose=expose, gpu_devices=gpu_devices,
-                                  enabled=settings.sandbox, name="kernel")
-        self.kernel_box.__enter__()
+        self.kernel_box = _sandbox(settings, folder, gpu_devices, "kernel")
         # The student's kernel: what nbgrader's autograde sets, in the folder the submission's files go to.
         self.env = {**self.kernel_box.base_env(), "PYTHONPATH": str(REPO), "NBGRADER_EXECUTION": "autograde",
                     **thread_env(threads)}
@@ -271,7 +272,7 @@ _servers: dict[tuple[Any, ...], CheckServer] = {}
 _warming: list[concurrent.futures.Future[None]] = []
 _lock = threading.Lock()
 _swept = False
-# Spare slots are started from this one long-lived thread.  bwrap's --die-with-parent is the kernel's
+# Spare slots and check runs are started from this one long-lived thread.  bwrap's --die-with-parent is the kernel's
 # parent-death signal, which fires when the *thread* that started bwrap ends: a spare started from a
 # thread that exits right afterwards had its check run SIGKILLed whenever that thread ended after bwrap
 # had set the signal up (an "infrastructure failure: the check run did not start (exit code -9)").
@@ -325,8 +326,7 @@ def take_slot(settings: Any, gpu: str | None, prewarm: bool, checks: bool = True
                 old.close()
             if checks and not settings.sandbox:
                 _give_back(CheckServer(settings, gpu, preload or (), threads), key)   # one job each
-        with _lock:
-            _warming[:] = [f for f in _warming if not f.done()] + [_launcher.submit(make)]
+        _track(_launcher.submit(make))
     return slot
 
 
@@ -344,9 +344,13 @@ def _give_back(server: CheckServer, key: tuple[Any, ...] | None) -> None:
     if key is not None and server.run.serve:
         # a job that did not end well (timed out, killed, a limit hit): a new one for the next submission
         settings, gpu, preload, threads = key
-        future = _launcher.submit(lambda: _give_back(CheckServer(settings, gpu, preload or (), threads), key))
-        with _lock:
-            _warming[:] = [f for f in _warming if not f.done()] + [future]
+        _track(_launcher.submit(lambda: _give_back(CheckServer(settings, gpu, preload or (), threads), key)))
+
+
+def _track(future: concurrent.futures.Future[None]) -> None:
+    """Remember background work that :func:`release_spares` must wait for."""
+    with _lock:
+        _warming[:] = [f for f in _warming if not f.done()] + [future]
 
 
 def release_spares() -> None:
