@@ -29,6 +29,7 @@ from .bench import (
     format_bytes,
     format_seconds,
     load_average,
+    speed_phrase,
 )
 from .devices import (
     accelerator_count,
@@ -64,5 +65,6 @@ __all__ = [
     "has_cuda",
     "has_mps",
     "load_average",
+    "speed_phrase",
     "synchronize",
 ]

@@ -390,6 +390,24 @@ class Timeline:
         return [(lane, self.seconds(self.origin, a), self.seconds(self.origin, b)) for lane, a, b in self.records]
 
 
+def speed_phrase(before: Measurement, after: Measurement, than: str = "") -> str:
+    """How ``after`` compares with ``before``, in the words the measurements justify.
+
+    A verb phrase: ``"ran 1.32 times as fast as eager"`` or ``"took 1.15 times as long as
+    eager"`` only when :meth:`Measurement.clearly_differs` says the two differ; otherwise ``"was
+    not clearly faster or slower than eager (median ratio 0.98)"``.  ``than`` names ``before`` (``"eager"``);
+    empty, the comparison is left implicit.  The ratio is ``before.median / after.median``.
+    For the sentences of a page, so that a verdict is never stronger than its data.
+    """
+    ratio = before.median / after.median
+    than = f" {than}" if than else ""
+    if not before.clearly_differs(after):
+        return f"was not clearly faster or slower{' than' + than if than else ''} (median ratio {ratio:.2f})"
+    if ratio >= 1:
+        return f"ran {ratio:.2f} times as fast{' as' + than if than else ''}"
+    return f"took {1 / ratio:.2f} times as long{' as' + than if than else ''}"
+
+
 def compare(measurements: Iterable[Measurement], baseline: int | str = 0) -> str:
     """A plain-text table of measurements with their ratio to a baseline.
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+import dlperf
 from dlperf import Measurement, Stopwatch, Timeline, benchmark, benchmark_interleaved, compare, load_average
 
 
@@ -192,3 +193,13 @@ def test_timeline_stamps_the_device_not_the_launch():
     with Stopwatch("cuda") as sw:
         torch.cuda._sleep(20_000_000)
     assert lane == "sleep" and end - start == pytest.approx(sw.seconds, rel=0.3)
+
+
+def test_speed_phrase_says_only_what_the_quartiles_allow():
+    slow = Measurement((2.0, 2.1, 2.2, 2.3))
+    fast = Measurement((1.0, 1.05, 1.1, 1.15))
+    overlapping = Measurement((1.9, 2.15, 2.2, 2.5))
+    assert dlperf.speed_phrase(slow, fast, "eager") == "ran 2.00 times as fast as eager"   # 2.15 / 1.075
+    assert dlperf.speed_phrase(fast, slow, "eager") == "took 2.00 times as long as eager"
+    assert dlperf.speed_phrase(slow, overlapping) == "was not clearly faster or slower (median ratio 0.99)"
+    assert dlperf.speed_phrase(slow, overlapping, "eager").startswith("was not clearly faster or slower than eager")
