@@ -7,7 +7,8 @@ times ``all_reduce``, ``reduce_scatter``, ``all_gather``, ``broadcast`` and
 worker, :func:`measure`, runs in the process group that already exists
 (``python -m dlperf.collectives`` does either; ``--help`` says how).
 
-**What is timed.**  For each operation and size: ``warmup`` untimed calls,
+**What is timed.**  After ten untimed barriers and small all-reduces for
+the whole sweep, for each operation and size: ``warmup`` untimed calls,
 then ``iters`` timed calls.  Before each call the ranks meet at a barrier;
 each rank times its call between two device synchronisations (CUDA events on
 a GPU, :mod:`dlperf.bench`'s clock); the time of an iteration is the *maximum
@@ -52,7 +53,9 @@ hops of a pipelined chain for ``broadcast``.  :func:`fit_alpha_beta` fits
 keeping both non-negative; :meth:`Fit.compare` sets the fitted model's
 prediction, computed with the simulator's closed forms
 (:func:`dlperf.cluster.ring_allreduce_time` and its siblings), beside each
-measurement.
+measurement.  ``beta`` means something only when the largest sizes take
+clearly longer than the smallest (the bandwidth term shows); a sweep of tiny
+messages determines ``alpha`` alone.
 
 Operations a backend cannot run are kept in the result as rows with status
 ``"unsupported"`` and the backend's message; they never get a number.
@@ -497,6 +500,10 @@ def measure(ops: Sequence[str], sizes: Sequence[int], warmup: int = 5, iters: in
     backend = dist.get_backend()
     rows: list[dict[str, Any]] = []
     clock = _Clock(device, time.perf_counter)  # the benchmark helper's clock: synchronises, CUDA events on GPUs
+    warm = torch.zeros(256, dtype=torch_dtype, device=device)
+    for _ in range(10):  # once per sweep: the backend's first calls (threads, buffers) are slow
+        dist.barrier()
+        dist.all_reduce(warm)
     for op in ops:
         call = _call(op)
         done: set[int] = set()
