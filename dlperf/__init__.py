@@ -11,6 +11,8 @@ autograder:
 * :mod:`dlperf.memory` -- training-memory accounting (formulas, ZeRO, saved activations);
 * :mod:`dlperf.data` -- offline data sets (Fashion-MNIST files when present, else shipped digits);
 * :mod:`dlperf.launch` -- real process groups started from a notebook (gloo / NCCL);
+* :mod:`dlperf.collectives` -- measured collectives: an nccl-tests-style sweep (algbw, busbw) on real
+  process groups and an alpha-beta fit compared with the simulator;
 * :mod:`dlperf.kvstore` -- a push/pull key-value store over point-to-point messages;
 * :mod:`dlperf.ddp_examples` -- the DistributedDataParallel worker code of the DDP chapter;
 * :mod:`dlperf.widgets` -- widgets that stay interactive in the static book;

@@ -1356,6 +1356,7 @@ _BUSBW = {
     "all_gather": lambda n: (n - 1) / n,
     "broadcast": lambda n: 1.0,
     "reduce": lambda n: 1.0,
+    "all_to_all": lambda n: (n - 1) / n,
 }
 
 
@@ -1366,7 +1367,7 @@ def algorithm_bandwidth(nbytes: float, seconds: float) -> float:
 
 def busbw_factor(n: int, collective: str) -> float:
     """``busbw / algbw`` (nccl-tests, doc/PERFORMANCE.md): allreduce ``2(n-1)/n``;
-    reduce_scatter, all_gather ``(n-1)/n``; broadcast, reduce ``1``."""
+    reduce_scatter, all_gather, all_to_all ``(n-1)/n``; broadcast, reduce ``1``."""
     if collective not in _BUSBW:
         raise ValueError(f"unknown collective {collective!r}; one of {sorted(_BUSBW)}")
     return _BUSBW[collective](n)
