@@ -30,14 +30,17 @@ trace for *what ran where and when*, and :func:`dlperf.benchmark` for *how fast*
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
+import re
+import sys
 import tempfile
 import threading
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,6 +157,15 @@ class Trace:
         """
         return Counter(e.name for e in self.select(category=category, **filters))
 
+    def top_level(self, **filters: Any) -> list[Event]:
+        """The selected events that are not nested inside another selected event of their lane.
+
+        For CPU operators: the calls the program made itself (``aten::linear``),
+        without the operators they call in turn (``aten::addmm``).
+        """
+        events = self.select(**filters)
+        return [e for e, d in zip(events, _depths(events)) if d == 0]
+
     def total_flops(self, **filters: Any) -> int:
         """Sum of the profiler's FLOP counts over the selected events (0 where it has no formula)."""
         return sum(e.flops or 0 for e in self.select(**filters))
@@ -206,7 +218,8 @@ class Trace:
 
     def plot(self, *, category: str | Iterable[str] | None = None, lanes: Sequence[str] | None = None,
              name: str | Callable[[str], bool] | None = None, min_duration: float = 0.0, max_depth: int = 2,
-             memory: bool | None = None, legend: int = 8, title: str | None = None, width: float = 9.0) -> Any:
+             memory: bool | None = None, legend: int = 8, title: str | None = None, width: float = 9.0,
+             ax: Any = None, time_unit: str | None = None) -> Any:
         """Draw the timeline: one row per lane, each selected event a bar, nested events below their parent.
 
         Filters are those of :meth:`select`.  A lane's row is split into up to
@@ -215,7 +228,11 @@ class Trace:
         enough; colours are fixed per name (the same name has the same colour in
         every figure), and the ``legend`` names with the most time are listed.
         With ``memory`` (default: when samples were recorded), a second panel
-        draws the allocated bytes per device.  Returns the matplotlib figure.
+        draws the allocated bytes per device.  ``ax`` draws into an existing
+        matplotlib axis instead of a new figure (without the memory panel), e.g.
+        two traces above each other on a shared time axis; ``time_unit`` (``"s"``,
+        ``"ms"`` or ``"µs"``) fixes the axis unit, chosen from the duration by
+        default.  Returns the matplotlib figure.
         """
         import matplotlib.pyplot as plt
         from matplotlib.patches import Patch
@@ -233,13 +250,23 @@ class Trace:
             deepest = min(max_depth, 1 + max(depth[i] for i, e in enumerate(events) if e.lane == lane))
             rows += [(lane, d) for d in range(deepest)]
         row_of = {key: i for i, key in enumerate(rows)}
-        memory = bool(self.memory) if memory is None else memory
+        memory = bool(self.memory) and ax is None if memory is None else memory
         if memory and not self.memory:
             raise ValueError("this trace has no memory samples: record it with memory=True")
-
-        unit, scale = _time_unit(self.duration)
+        if memory and ax is not None:
+            raise ValueError("the memory panel needs a figure of its own: pass memory=False with ax")
+        units = {"s": 1.0, "ms": 1e3, "µs": 1e6}
+        if time_unit is not None and time_unit not in units:
+            raise ValueError(f"time_unit must be one of {sorted(units)}, not {time_unit!r}")
+        unit, scale = _time_unit(self.duration) if time_unit is None else (time_unit, units[time_unit])
         height = 0.9 + 0.32 * len(rows)
-        if memory:
+        given = ax is not None
+        # an axis shared with others that already show a trace keeps the longest one in view
+        siblings = ax.get_shared_x_axes().get_siblings(ax) if given else []
+        right = max([a.get_xlim()[1] for a in siblings if a.has_data()], default=0.0)
+        if given:
+            fig = ax.figure
+        elif memory:
             fig, (ax, mem_ax) = plt.subplots(2, 1, sharex=True, figsize=(width, height + 1.6),
                                              gridspec_kw={"height_ratios": [height, 1.6]})
         else:
@@ -261,7 +288,7 @@ class Trace:
             if rows[k][0] != rows[k - 1][0]:
                 ax.axhline(k - 0.5, color="0.6", linewidth=0.6)
         ax.set_ylim(len(rows) - 0.5, -0.5)
-        ax.set_xlim(0, span * 1.01)
+        ax.set_xlim(0, max(right, span * 1.01))
         if legend:
             top = [n for n, _ in sorted(time_by_name.items(), key=lambda kv: (-kv[1], kv[0]))[:legend]]
             ax.legend([Patch(color=_color(n)) for n in top], [_short(n, 40) for n in top], fontsize=7,
@@ -277,9 +304,10 @@ class Trace:
             mem_ax.set_ylabel("allocated\n(MiB)", fontsize=8)
             mem_ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
             mem_ax.set_xlabel(f"time ({unit})")
-        else:
+        elif not given or ax.get_subplotspec() is None or ax.get_subplotspec().is_last_row():
             ax.set_xlabel(f"time ({unit})")
-        fig.tight_layout()
+        if not given:
+            fig.tight_layout()
         return fig
 
 
@@ -376,6 +404,30 @@ def parse_chrome_trace(data: Mapping[str, Any], main_tid: int | None = None,
 
 
 # -- recording --------------------------------------------------------------------------------------
+_KINETO_STATUS = re.compile(rb"^(USDT|INFO):\S+ \S+ \d+:\d+ \S+\.cpp:\d+\] ")
+
+
+@contextlib.contextmanager
+def _without_kineto_status() -> Iterator[None]:
+    """Drop Kineto's status lines (``USDT:... profiler_start``), which its C++ code writes to file
+    descriptor 2 whatever ``KINETO_LOG_LEVEL`` says and a notebook would show as stderr; every other
+    line written meanwhile (warnings, errors) is written back to stderr."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            kept = b"".join(line for line in sink.read().splitlines(keepends=True) if not _KINETO_STATUS.match(line))
+            if kept:
+                sys.stderr.write(kept.decode(errors="replace"))
+                sys.stderr.flush()
+
+
 def record(fn: Callable[..., Any], *args: Any, steps: int = 1, warmup: int = 1, memory: bool = False,
            flops: bool = False, shapes: bool = False, all_threads: bool = False,
            device: torch.device | str | None = None, annotate_steps: bool = False, **kwargs: Any) -> Trace:
@@ -420,8 +472,10 @@ def record(fn: Callable[..., Any], *args: Any, steps: int = 1, warmup: int = 1, 
         except (AttributeError, TypeError) as err:
             raise RuntimeError(f"all_threads=True needs torch.profiler's profile_all_threads, which torch "
                                f"{torch.__version__} does not have") from err
-    with profile(activities=activities, profile_memory=memory, with_flops=flops, record_shapes=shapes,
-                 **options) as prof:
+    prof = profile(activities=activities, profile_memory=memory, with_flops=flops, record_shapes=shapes, **options)
+    with _without_kineto_status():
+        prof.start()
+    try:
         for i in range(steps):
             if annotate_steps:
                 with record_function(f"step {i}"):
@@ -429,6 +483,9 @@ def record(fn: Callable[..., Any], *args: Any, steps: int = 1, warmup: int = 1, 
             else:
                 fn(*args, **kwargs)
             synchronize(device)
+    finally:
+        with _without_kineto_status():
+            prof.stop()
     flop_counts = {ev.id: int(ev.flops) for ev in prof.events() if getattr(ev, "flops", 0)} if flops else {}
     fd, name = tempfile.mkstemp(suffix=".json")
     os.close(fd)
