@@ -38,7 +38,6 @@ import re
 import sys
 import tempfile
 import threading
-import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -225,8 +224,8 @@ class Trace:
         Filters are those of :meth:`select`.  A lane's row is split into up to
         ``max_depth`` sub-rows by nesting depth (depth 0 = outermost spans; deeper
         spans are not drawn).  A bar is labelled with its name where it is wide
-        enough; colours are fixed per name (the same name has the same colour in
-        every figure), and the ``legend`` names with the most time are listed.
+        enough; colours go to names by their total time in the figure (most time first, ties by
+        name), and the ``legend`` names with the most time are listed.
         With ``memory`` (default: when samples were recorded), a second panel
         draws the allocated bytes per device.  ``ax`` draws into an existing
         matplotlib axis instead of a new figure (without the memory panel), e.g.
@@ -272,26 +271,29 @@ class Trace:
         else:
             fig, ax = plt.subplots(figsize=(width, height))
         span = max(self.duration, max(e.end for e in events)) * scale
+        shown_span = max(right, span * 1.01)  # the axis' range, for what fits in a bar
+        drawn = [(i, e) for i, e in enumerate(events) if depth[i] < max_depth]
         time_by_name: Counter[str] = Counter()
-        for i, e in enumerate(events):
-            if depth[i] >= max_depth:
-                continue
-            y = row_of[(e.lane, depth[i])]
-            x, w = e.start * scale, max(e.duration * scale, span * 1e-4)
-            ax.barh(y, w, left=x, height=0.8, color=_color(e.name), edgecolor="black", linewidth=0.3)
+        for _, e in drawn:
             time_by_name[e.name] += e.duration
+        ranked = sorted(time_by_name, key=lambda n: (-time_by_name[n], n))
+        color = {n: _PALETTE[k % len(_PALETTE)] for k, n in enumerate(ranked)}
+        for i, e in drawn:
+            y = row_of[(e.lane, depth[i])]
+            x, w = e.start * scale, max(e.duration * scale, shown_span * 1e-4)
+            ax.barh(y, w, left=x, height=0.8, color=color[e.name], edgecolor="black", linewidth=0.3)
             label = _short(e.name)
-            if w >= span * 0.011 * (len(label) + 1):
+            if w >= shown_span * 0.011 * (len(label) + 1):
                 ax.text(x + w / 2, y, label, ha="center", va="center", fontsize=7, clip_on=True)
         ax.set_yticks(range(len(rows)), [lane if d == 0 else "" for lane, d in rows], fontsize=8)
         for k in range(1, len(rows)):
             if rows[k][0] != rows[k - 1][0]:
                 ax.axhline(k - 0.5, color="0.6", linewidth=0.6)
         ax.set_ylim(len(rows) - 0.5, -0.5)
-        ax.set_xlim(0, max(right, span * 1.01))
+        ax.set_xlim(0, shown_span)
         if legend:
-            top = [n for n, _ in sorted(time_by_name.items(), key=lambda kv: (-kv[1], kv[0]))[:legend]]
-            ax.legend([Patch(color=_color(n)) for n in top], [_short(n, 40) for n in top], fontsize=7,
+            top = ranked[:legend]
+            ax.legend([Patch(color=color[n]) for n in top], [_short(n, 40) for n in top], fontsize=7,
                       loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
         if title:
             ax.set_title(title, fontsize=10)
@@ -328,13 +330,11 @@ def _depths(events: Sequence[Event]) -> list[int]:
     return depth
 
 
-_PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
-            "#9c755f", "#bab0ac", "#86bcb6", "#d37295", "#a0cbe8", "#ffbe7d", "#8cd17d", "#f1ce63"]
-
-
-def _color(name: str) -> str:
-    """A colour fixed by the name (crc32, not Python's salted hash: the same in every process)."""
-    return _PALETTE[zlib.crc32(name.encode()) % len(_PALETTE)]
+# Colours by rank of total time in the figure (Tableau 20, dark shades first): the names that matter
+# most get the most distinct colours, and the same trace always gets the same figure.
+_PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#edc948", "#76b7b2", "#ff9da7",
+            "#9c755f", "#bab0ac", "#a0cbe8", "#ffbe7d", "#8cd17d", "#f1ce63", "#86bcb6", "#d37295",
+            "#fabfd2", "#d4a6c8", "#d7b5a6", "#79706e"]
 
 
 def _short(name: str, limit: int = 28) -> str:
