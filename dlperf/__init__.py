@@ -5,6 +5,8 @@ autograder:
 
 * :mod:`dlperf.devices` -- device discovery that never crashes and says what it chose;
 * :mod:`dlperf.bench` -- the one benchmark helper (warm-up, device sync, robust stats);
+* :mod:`dlperf.trace` -- the one profiler helper (``torch.profiler`` around a callable, its timeline
+  as a figure, counts and overlaps per lane, the trace saved for Perfetto/TensorBoard);
 * :mod:`dlperf.probe` -- a probe of the reader's machine used live by the hardware chapter;
 * :mod:`dlperf.cluster` -- a simulated cluster (alpha-beta links, exact accounting) for the
   multi-device chapters, their widgets and the graded exercises;
