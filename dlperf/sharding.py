@@ -10,12 +10,17 @@ on real process groups, with PyTorch's own implementations, started by
 * ``"zero1"``: DDP with :class:`~torch.distributed.optim.ZeroRedundancyOptimizer` around
   Adam, each rank keeps the optimizer state of its share of the parameters (stage 1);
 * ``"fsdp"``: FSDP2's :func:`~torch.distributed.fsdp.fully_shard` on every layer and on the
-  model, parameters, gradients and Adam's state sharded (stage 3).
+  model, parameters, gradients and Adam's state sharded (stage 3);
+* ``"fsdp-keep"``: the same with ``reshard_after_forward=False``: a layer's gathered parameters
+  are kept from its forward to its backward (one all-gather per layer instead of two, ZeRO-2's
+  traffic, more memory between the passes);
+* ``"fsdp-bf16"``: the same as ``"fsdp"`` with ``MixedPrecisionPolicy(param_dtype=torch.bfloat16)``:
+  the sharded parameters stay in float32, they are gathered and computed with in bfloat16.
 
 Each rank trains the same small MLP from the same seed on its slice of a global batch, and
 reports what it *holds* (bytes of the tensors it keeps: local shards only, for a ``DTensor``)
 and what its last training step *sent*: the process-group operations that
-:mod:`torch.profiler` recorded (``c10d::allreduce_``, ``c10d::_allgather_base_``, ...), with
+:func:`dlperf.trace.record` (``torch.profiler``) recorded (``c10d::allreduce_``, ``c10d::_allgather_base_``, ...), with
 their sizes.  Neither number comes from a formula, so comparing them with the formulas checks
 the formulas.  :func:`reference` trains the same model on the whole global batch in one
 process: all three must end with its parameters (up to rounding).
@@ -23,9 +28,6 @@ process: all three must end with its parameters (up to rounding).
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,9 +36,14 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from .trace import Trace, record
+
 __all__ = ["KINDS", "Collective", "RankReport", "collectives", "make_model", "reference", "run", "worker", "workers"]
 
-KINDS = ("ddp", "zero1", "fsdp")
+KINDS = ("ddp", "zero1", "fsdp", "fsdp-keep", "fsdp-bf16")
+
+# Element sizes of the dtypes the profiler names in "Input type" (a list of tensors says "TensorList").
+_ELEMENT_SIZE = {"float": 4, "double": 8, "c10::BFloat16": 2, "c10::Half": 2, "BFloat16": 2, "Half": 2}
 
 # The profiler's names of the process-group operations, and what the chapter calls them.
 _C10D = {
@@ -61,6 +68,11 @@ class Collective:
 
     kind: str
     elements: int
+    element_size: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.elements * self.element_size
 
 
 @dataclass
@@ -136,22 +148,23 @@ def _elements(dims: Any) -> int:
     return n
 
 
-def collectives(prof: torch.profiler.profile) -> list[Collective]:
-    """The process-group operations a profile recorded (``record_shapes=True``), in order, with their sizes."""
-    with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "trace.json")
-        prof.export_chrome_trace(path)
-        with open(path) as f:
-            events = json.load(f).get("traceEvents", [])
+def collectives(trace: Trace, default_element_size: int = 4) -> list[Collective]:
+    """The process-group operations a trace recorded (``record(..., shapes=True)``), in order, with their sizes.
+
+    The element size comes from the profiler's "Input type"; operations on lists of tensors (DDP's
+    all-reduce, broadcasts) carry no dtype there and get ``default_element_size``.
+    """
     found = []
-    for e in sorted((e for e in events if e.get("name") in _C10D), key=lambda e: e.get("ts", 0)):
-        kind = _C10D[e["name"]]
-        dims = e.get("args", {}).get("Input Dims", [])
+    for e in sorted((e for e in trace.events if e.name in _C10D), key=lambda e: e.start):
+        kind = _C10D[e.name]
+        dims = e.args.get("Input Dims", [])
         if not dims:
-            raise RuntimeError(f"the profile has no sizes for {e['name']}: profile with record_shapes=True")
+            raise RuntimeError(f"the trace has no sizes for {e.name}: record it with shapes=True")
         # all-gather: (output, input); reduce-scatter: (output, input), the input is the whole tensor
-        whole = dims[0] if kind != "reduce-scatter" else dims[1]
-        found.append(Collective(kind, _elements(whole)))
+        whole = 0 if kind != "reduce-scatter" else 1
+        types = e.args.get("Input type", [])
+        size = _ELEMENT_SIZE.get(types[whole], default_element_size) if len(types) > whole else default_element_size
+        found.append(Collective(kind, _elements(dims[whole]), size))
     return found
 
 
@@ -168,15 +181,18 @@ def worker(kind: str, steps: int, width: int, depth: int, rows: int, seed: int =
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
     model = make_model(width, depth, seed).to(device)
-    if kind == "fsdp":
+    if kind.startswith("fsdp"):
         from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
         mesh = init_device_mesh(device.type, (world,))
+        options: dict[str, Any] = {"mesh": mesh, "reshard_after_forward": kind != "fsdp-keep"}
+        if kind == "fsdp-bf16":
+            options["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
         for layer in model:
             if isinstance(layer, nn.Linear):
-                fully_shard(layer, mesh=mesh)   # one unit per layer: gathered and freed together
-        fully_shard(model, mesh=mesh)
+                fully_shard(layer, **options)   # one unit per layer: gathered and freed together
+        fully_shard(model, **options)
         trained: nn.Module = model
         optimizer: torch.optim.Optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     else:
@@ -197,14 +213,13 @@ def worker(kind: str, steps: int, width: int, depth: int, rows: int, seed: int =
 
     for i in range(steps - 1):
         step(i)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
-        step(steps - 1)
+    trace = record(step, steps - 1, warmup=0, shapes=True)
     report = RankReport(
         rank=rank, world=world, kind=kind,
         params_bytes=_held_bytes(model.parameters()),
         grads_bytes=_held_bytes(p.grad for p in model.parameters() if p.grad is not None),
         optimizer_bytes=_held_bytes(_optimizer_tensors(optimizer)),
-        step=collectives(prof),
+        step=collectives(trace),
     )
     # The full parameters, for the comparison with one process (FSDP gathers them: every rank must take part).
     full = {k: (v.full_tensor() if hasattr(v, "full_tensor") else v).detach().cpu().clone()
