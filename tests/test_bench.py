@@ -203,3 +203,33 @@ def test_speed_phrase_says_only_what_the_quartiles_allow():
     assert dlperf.speed_phrase(fast, slow, "eager") == "took 2.00 times as long as eager"
     assert dlperf.speed_phrase(slow, overlapping) == "was not clearly faster or slower (median ratio 0.99)"
     assert dlperf.speed_phrase(slow, overlapping, "eager").startswith("was not clearly faster or slower than eager")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_stopwatch_counts_side_stream_work_only_when_joined_back():
+    """What the module's docstring promises: the interval is timed on the current stream, so work
+    queued on another stream counts only if it was joined back before the timer stops."""
+    device = torch.device("cuda")
+    side = torch.cuda.Stream(device)
+    cycles = 50_000_000  # ~25 ms of spinning at ~2 GHz
+    torch.cuda._sleep(1000)
+    torch.cuda.synchronize()
+
+    def on_side_stream(join: bool) -> None:
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(cycles)
+        if join:
+            torch.cuda.current_stream(device).wait_stream(side)
+
+    with Stopwatch(device) as joined:
+        on_side_stream(join=True)
+    torch.cuda.synchronize()
+    with Stopwatch(device) as not_joined:
+        on_side_stream(join=False)
+    torch.cuda.synchronize()
+    with Stopwatch(device) as alone:
+        torch.cuda._sleep(cycles)
+    assert joined.seconds > 0.8 * alone.seconds, (joined.seconds, alone.seconds)
+    assert not_joined.seconds < 0.2 * alone.seconds, (not_joined.seconds, alone.seconds)
