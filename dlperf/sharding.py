@@ -36,43 +36,11 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .trace import Trace, record
+from .trace import Collective, record
 
-__all__ = ["KINDS", "Collective", "RankReport", "collectives", "make_model", "reference", "run", "worker", "workers"]
+__all__ = ["KINDS", "RankReport", "make_model", "reference", "run", "worker", "workers"]
 
 KINDS = ("ddp", "zero1", "fsdp", "fsdp-keep", "fsdp-bf16")
-
-# Element sizes of the dtypes the profiler names in "Input type" (a list of tensors says "TensorList").
-_ELEMENT_SIZE = {"float": 4, "double": 8, "c10::BFloat16": 2, "c10::Half": 2, "BFloat16": 2, "Half": 2}
-
-# The profiler's names of the process-group operations, and what the chapter calls them.
-_C10D = {
-    "c10d::allreduce_": "all-reduce",
-    "c10d::_allgather_base_": "all-gather",
-    "c10d::allgather_": "all-gather",
-    "c10d::allgather_into_tensor_coalesced_": "all-gather",
-    "c10d::_reduce_scatter_base_": "reduce-scatter",
-    "c10d::reduce_scatter_": "reduce-scatter",
-    "c10d::reduce_scatter_tensor_coalesced_": "reduce-scatter",
-    "c10d::broadcast_": "broadcast",
-}
-
-
-@dataclass(frozen=True)
-class Collective:
-    """One process-group operation of a step: its kind and the elements of the whole (unsharded) tensor.
-
-    For an all-gather that is its output, for a reduce-scatter its input, for an all-reduce or a
-    broadcast the tensor itself: the quantity that ZeRO's accounting calls ``S`` for a layer.
-    """
-
-    kind: str
-    elements: int
-    element_size: int
-
-    @property
-    def nbytes(self) -> int:
-        return self.elements * self.element_size
 
 
 @dataclass
@@ -138,36 +106,6 @@ def _optimizer_tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
     return [v for state in inner.state.values() for v in state.values() if torch.is_tensor(v) and v.dim() > 0]
 
 
-def _elements(dims: Any) -> int:
-    """Elements of a tensor (``[4160]``) or a one-tensor list (``[[128, 64]]``) in the profiler's 'Input Dims'."""
-    if dims and isinstance(dims[0], list):
-        return sum(_elements(d) for d in dims)
-    n = 1
-    for d in dims:
-        n *= int(d)
-    return n
-
-
-def collectives(trace: Trace, default_element_size: int = 4) -> list[Collective]:
-    """The process-group operations a trace recorded (``record(..., shapes=True)``), in order, with their sizes.
-
-    The element size comes from the profiler's "Input type"; operations on lists of tensors (DDP's
-    all-reduce, broadcasts) carry no dtype there and get ``default_element_size``.
-    """
-    found = []
-    for e in sorted((e for e in trace.events if e.name in _C10D), key=lambda e: e.start):
-        kind = _C10D[e.name]
-        dims = e.args.get("Input Dims", [])
-        if not dims:
-            raise RuntimeError(f"the trace has no sizes for {e.name}: record it with shapes=True")
-        # all-gather: (output, input); reduce-scatter: (output, input), the input is the whole tensor
-        whole = 0 if kind != "reduce-scatter" else 1
-        types = e.args.get("Input type", [])
-        size = _ELEMENT_SIZE.get(types[whole], default_element_size) if len(types) > whole else default_element_size
-        found.append(Collective(kind, _elements(dims[whole]), size))
-    return found
-
-
 def worker(kind: str, steps: int, width: int, depth: int, rows: int, seed: int = 0, lr: float = 1e-2) -> RankReport:
     """One rank's training under ``kind`` (see :data:`KINDS`); the last of ``steps`` steps is profiled.
 
@@ -219,7 +157,7 @@ def worker(kind: str, steps: int, width: int, depth: int, rows: int, seed: int =
         params_bytes=_held_bytes(model.parameters()),
         grads_bytes=_held_bytes(p.grad for p in model.parameters() if p.grad is not None),
         optimizer_bytes=_held_bytes(_optimizer_tensors(optimizer)),
-        step=collectives(trace),
+        step=trace.collectives(),
     )
     # The full parameters, for the comparison with one process (FSDP gathers them: every rank must take part).
     full = {k: (v.full_tensor() if hasattr(v, "full_tensor") else v).detach().cpu().clone()

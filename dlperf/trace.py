@@ -48,7 +48,7 @@ import torch
 
 from .devices import synchronize
 
-__all__ = ["GPU_CATEGORIES", "Event", "MemorySample", "Trace", "parse_chrome_trace", "record"]
+__all__ = ["GPU_CATEGORIES", "Collective", "Event", "MemorySample", "Trace", "parse_chrome_trace", "record"]
 
 #: Categories of spans that run on a GPU stream (their lane is the device and stream).
 GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"})
@@ -89,6 +89,48 @@ class MemorySample:
     time: float
     device: str
     allocated: int
+
+
+# The profiler's names of the process-group operations (c10d's dispatcher ops), and what the book calls them.
+_C10D = {
+    "c10d::allreduce_": "all-reduce",
+    "c10d::_allgather_base_": "all-gather",
+    "c10d::allgather_": "all-gather",
+    "c10d::allgather_into_tensor_coalesced_": "all-gather",
+    "c10d::_reduce_scatter_base_": "reduce-scatter",
+    "c10d::reduce_scatter_": "reduce-scatter",
+    "c10d::reduce_scatter_tensor_coalesced_": "reduce-scatter",
+    "c10d::broadcast_": "broadcast",
+}
+# Element sizes of the dtypes the profiler names in "Input type" (a list of tensors says "TensorList").
+_ELEMENT_SIZE = {"float": 4, "double": 8, "c10::BFloat16": 2, "c10::Half": 2, "BFloat16": 2, "Half": 2}
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One process-group operation: its kind and the elements of the whole (unsharded) tensor.
+
+    For an all-gather that is its output, for a reduce-scatter its input, for an all-reduce or a
+    broadcast the tensor itself: the quantity that ZeRO's accounting calls ``S`` for a layer.
+    """
+
+    kind: str
+    elements: int
+    element_size: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.elements * self.element_size
+
+
+def _elements(dims: Any) -> int:
+    """Elements of a tensor (``[4160]``) or of a list of tensors (``[[128, 64]]``) in the profiler's 'Input Dims'."""
+    if dims and isinstance(dims[0], list):
+        return sum(_elements(d) for d in dims)
+    n = 1
+    for d in dims:
+        n *= int(d)
+    return n
 
 
 def _union(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -168,6 +210,24 @@ class Trace:
     def total_flops(self, **filters: Any) -> int:
         """Sum of the profiler's FLOP counts over the selected events (0 where it has no formula)."""
         return sum(e.flops or 0 for e in self.select(**filters))
+
+    def collectives(self, default_element_size: int = 4) -> list[Collective]:
+        """The process-group operations recorded (``record(..., shapes=True)``), in order, with their sizes.
+
+        The element size comes from the profiler's "Input type"; operations on lists of tensors
+        (DDP's all-reduce, broadcasts) carry no dtype there and get ``default_element_size``.
+        """
+        found = []
+        for e in sorted((e for e in self.events if e.name in _C10D), key=lambda e: e.start):
+            kind = _C10D[e.name]
+            dims = e.args.get("Input Dims", [])
+            if not dims:
+                raise ValueError(f"the trace has no sizes for {e.name}: record it with shapes=True")
+            whole = 1 if kind == "reduce-scatter" else 0   # (output, input): a reduce-scatter's input is whole
+            types = e.args.get("Input type", [])
+            size = _ELEMENT_SIZE.get(types[whole], default_element_size) if len(types) > whole else default_element_size
+            found.append(Collective(kind, _elements(dims[whole]), size))
+        return found
 
     # -- time on lanes ----------------------------------------------------------------------------
     def _spans(self, lane: str, category: str | Iterable[str] | None) -> list[tuple[float, float]]:

@@ -252,3 +252,21 @@ def test_kineto_status_lines_are_dropped_and_other_stderr_is_kept(capfd):
     err = capfd.readouterr().err
     assert "profiler_start" not in err and "profiler_stop" not in err
     assert "a real warning" in err
+
+
+def test_collectives_are_read_with_their_whole_sizes_and_element_sizes():
+    tr = parse_chrome_trace(chrome(
+        ("c10d::_reduce_scatter_base_", "cpu_op", 1, 7, 300, 10,
+         {"Input Dims": [[50], [100], [], []], "Input type": ["float", "float", "", ""]}),
+        ("c10d::_allgather_base_", "cpu_op", 1, 7, 100, 10,
+         {"Input Dims": [[100], [50], [], []], "Input type": ["c10::BFloat16", "c10::BFloat16", "", ""]}),
+        ("c10d::allreduce_", "cpu_op", 1, 7, 500, 10, {"Input Dims": [[[3, 4]], [], []], "Input type": ["TensorList", "", ""]}),
+        ("aten::add", "cpu_op", 1, 7, 600, 10, {"Input Dims": [[5], [5]]}),
+    ), main_tid=7)
+    got = [(c.kind, c.elements, c.element_size, c.nbytes) for c in tr.collectives(default_element_size=8)]
+    assert got == [("all-gather", 100, 2, 200),       # the output, the whole tensor, in bf16
+                   ("reduce-scatter", 100, 4, 400),   # the input, the whole tensor
+                   ("all-reduce", 12, 8, 96)]          # a list of tensors: no dtype, the default size
+    without_shapes = parse_chrome_trace(chrome(("c10d::allreduce_", "cpu_op", 1, 7, 0, 1)), main_tid=7)
+    with pytest.raises(ValueError, match="shapes=True"):
+        without_shapes.collectives()
