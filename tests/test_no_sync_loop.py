@@ -1,4 +1,4 @@
-"""The instruments of the ``no_sync_loop`` exercise: the synchronisation counter, the kept-graph check, the static reading.
+"""The instruments of the ``no_sync_loop`` exercise: the sync counter, the kept-graph check, the static reading.
 
 Expected counts are written out by hand from what each snippet does (one event per call that
 hands a value to Python), not computed by the counter's own rules.

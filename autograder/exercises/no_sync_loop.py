@@ -2,9 +2,10 @@
 
 The student's ``fetch`` and ``train_epoch`` run in their own process, driven by
 the public probes of :mod:`dlperf.grading.probes.no_sync_loop`, which count the
-synchronisations there.  That count runs beside the student's code, which could
-change it (patch the counter, call the C methods behind its wrappers).  So the checker also reads the solution's source itself
-(:func:`static_findings`, on the cells as submitted, never run here): every
+synchronisations there.  That count runs beside the student's code, which
+could change it (patch the counter, call the C methods behind its wrappers).
+So the checker also reads the solution's source itself (:func:`static_findings`,
+on the cells as submitted, never run here): every
 synchronising call inside a loop, and every construct a loop needs only to
 hide one (private attributes, ``getattr``, imports beyond ``torch`` and a few
 standard modules).  A submission passes the synchronisation checks only when
@@ -15,9 +16,10 @@ executed per step (in a helper the loop calls; the count sees it), and whether
 a ``float(...)`` outside the batch loop reads a tensor.  What the count cannot
 see: anything the student's process lies about.  Together they leave a
 submission that hides a per-step read behind a helper *and* tampers with the
-count using only allowed constructs -- a real attack, not a mistake; a GPU
-grader's ``torch.cuda.set_sync_debug_mode`` (run in the same process) does not
-close it either.
+count using only allowed constructs (e.g. rebinding ``torch.Tensor.tolist`` to
+a reference saved at import) -- a real attack, not a mistake; a GPU grader's
+``torch.cuda.set_sync_debug_mode`` (run in the same process) does not close it
+either.
 """
 
 from __future__ import annotations
@@ -125,8 +127,8 @@ def same_log(got: Any, want: dict[str, Any], where: str) -> None:
         raise CheckFailed(f"{where}: train_epoch returned {keys}, expected a dict with keys {sorted(want)}")
     losses = got["losses"]
     if type(losses) is not list or not all(type(v) is float for v in losses):
-        raise CheckFailed(f"{where}: 'losses' must be a list of Python floats, got "
-                          f"{type(losses).__name__} of {sorted({type(v).__name__ for v in losses}) if isinstance(losses, list) else '?'}")
+        kinds = sorted({type(v).__name__ for v in losses}) if isinstance(losses, list) else "?"
+        raise CheckFailed(f"{where}: 'losses' must be a list of Python floats, got {type(losses).__name__} of {kinds}")
     if len(losses) != len(want["losses"]):
         raise CheckFailed(f"{where}: {len(losses)} losses logged, expected one per batch ({len(want['losses'])})")
     for step, (g, w) in enumerate(zip(losses, want["losses"])):
@@ -136,8 +138,8 @@ def same_log(got: Any, want: dict[str, Any], where: str) -> None:
         if type(got[key]) is not float:
             raise CheckFailed(f"{where}: {key!r} must be a Python float, got {type(got[key]).__name__}")
         if not _close(got[key], want[key]):
-            raise CheckFailed(f"{where}: {key!r} is {got[key]!r}, expected {want[key]!r}"
-                              + (" (the mean over all samples: the last batch is smaller)" if key == "mean_loss" else ""))
+            why = " (the mean over all samples: the last batch is smaller)" if key == "mean_loss" else ""
+            raise CheckFailed(f"{where}: {key!r} is {got[key]!r}, expected {want[key]!r}{why}")
     if type(got["best_step"]) is not int or got["best_step"] != want["best_step"]:
         raise CheckFailed(f"{where}: 'best_step' is {got['best_step']!r}, expected {want['best_step']!r} (the first "
                           "step with the lowest loss)")

@@ -224,8 +224,11 @@ class SGD:
             self.criterion.step = self.steps
 
 
+Batches = list[tuple[torch.Tensor, torch.Tensor]]
+
+
 def make_run(device: str, seed: int, sizes: Sequence[int], lr: float = 0.1, features: int = 12,
-             hidden: int = 24, classes: int = 5) -> tuple[nn.Module, SGD, Criterion, list[tuple[torch.Tensor, torch.Tensor]]]:
+             hidden: int = 24, classes: int = 5) -> tuple[nn.Module, SGD, Criterion, Batches]:
     """``(model, optimizer, loss_fn, batches)`` from ``seed``: an MLP, SGD with momentum, batches of ``sizes``.
 
     The labels come from a fixed random linear teacher, so accuracy rises during the epoch.
