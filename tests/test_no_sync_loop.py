@@ -137,7 +137,42 @@ def test_the_static_reading_leaves_host_only_lines_alone(line):
     assert grading.static_findings([("cell", LOOP.format(line=line))]) == []
 
 
+def test_the_static_reading_leaves_a_loop_over_the_fetched_numbers_alone():
+    src = LOOP.format(line="out.append(loss.detach())").replace("    return out", """    values = torch.stack(out).tolist()
+    best = 0
+    for (x, y), v in zip(batches, values):
+        if v < values[best]:
+            best = values.index(v)
+        print(f"{v:.3f} on {len(y)} samples")
+    return best""")
+    assert grading.static_findings([("cell", src)]) == []
+
+
 def test_the_static_reading_refuses_imports_that_could_reach_the_counter():
     src = "import dlperf.grading.probes.no_sync_loop as c\nfrom torch.utils._python_dispatch import x\nimport math\n"
     findings = grading.static_findings([("cell", src)])
     assert len(findings) == 2 and "dlperf" in findings[0] and "_python_dispatch" in findings[1], findings
+
+
+def _cells(snippet: course.Snippet) -> list[tuple[str, str]]:
+    """The two solution cells of a wrong-submission fixture, as the grader would receive them."""
+    solutions = course.solution_cells("no_sync_loop")
+    parts = []
+    for gid in ("no_sync_loop-fetch", "no_sync_loop-train"):
+        code = snippet.cells.get(gid)
+        own = course.strip_solution_markers(solutions[gid])
+        if code is course.SOLUTION:
+            code = own
+        elif isinstance(code, course.Edits):
+            code = code.apply(own, gid)
+        parts.append((gid, code))
+    return parts
+
+
+@pytest.mark.parametrize("path", course.snippets("no_sync_loop"), ids=lambda p: p.stem)
+def test_the_static_reading_alone_tells_the_fixtures_that_synchronise_per_step(path):
+    """Independent of the count in the student's process: the fixtures that lose the synchronisation points
+    (the counter-tampering one included) are found by the source reading, the others are not."""
+    snippet = course.Snippet.parse(path)
+    findings = grading.static_findings(_cells(snippet))
+    assert bool(findings) == (snippet.expect["no_sync_loop-syncs-test"] == 0), findings

@@ -197,10 +197,23 @@ def _tensor_names(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     return tainted
 
 
-def _batch_loops(fn: ast.AST) -> list[ast.For]:
-    params = {a.arg for a in fn.args.args} if isinstance(fn, ast.FunctionDef) else set()
+def _batch_loops(fn: ast.FunctionDef) -> list[ast.For]:
+    """The training loops of ``fn``: loops over one of its arguments whose body calls one (``model(x)``,
+    ``optimizer.step()``); a later loop over plain Python numbers is not one."""
+    params = {a.arg for a in fn.args.args}
+
+    def calls_a_param(node: ast.AST) -> bool:
+        for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
+            root = call.func
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in params:
+                return True
+        return False
+
     return [n for n in ast.walk(fn) if isinstance(n, ast.For)
-            and any(isinstance(x, ast.Name) and x.id in params for x in ast.walk(n.iter))]
+            and any(isinstance(x, ast.Name) and x.id in params for x in ast.walk(n.iter))
+            and any(calls_a_param(stmt) for stmt in n.body)]
 
 
 def _loop_bodies(tree: ast.AST) -> list[ast.AST]:
