@@ -10,7 +10,7 @@ import pytest
 
 from autograder import course
 
-EXERCISES = ["allreduce", "gradscaler", "no_sync_loop", "ring_allreduce"]
+EXERCISES = ["allreduce", "compile_clean", "gradscaler", "no_sync_loop", "ring_allreduce"]
 MARKERS = (course.BEGIN_SOLUTION, course.END_SOLUTION, course.BEGIN_HIDDEN, course.END_HIDDEN)
 
 
@@ -18,7 +18,7 @@ def _meta(cell) -> dict:
     return cell.get("metadata", {}).get("nbgrader", {})
 
 
-def test_the_three_exercises_have_instructor_sources():
+def test_every_exercise_has_its_instructor_source():
     assert course.assignments() == EXERCISES
 
 
