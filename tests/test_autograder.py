@@ -194,7 +194,14 @@ def _graded_notebook(root: Path, student: str) -> nbformat.NotebookNode:
 
 
 def _outputs(nb: nbformat.NotebookNode) -> str:
-    return json.dumps([c.get("outputs", []) for c in nb.cells])
+    """Everything a graded notebook's cells output, as text: a cell's stream outputs joined (a kernel may
+    split one print into several chunks), its other outputs as JSON."""
+    parts = []
+    for cell in nb.cells:
+        outputs = cell.get("outputs", [])
+        parts.append("".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream"))
+        parts += [json.dumps(o) for o in outputs if o.get("output_type") != "stream"]
+    return "\n".join(parts)
 
 
 def test_sandbox_kept_student_code_in(graded_class: dict) -> None:
@@ -218,7 +225,8 @@ def test_sandbox_kept_student_code_in(graded_class: dict) -> None:
                 cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             except OSError:
                 continue
-            ours = str(course.REPO) in cmd or str(root) in cmd
+            # (a path followed by '/' or a space: /check/work/main-ci is not /work/main's)
+            ours = any(f"{path}{end}" in f"{cmd} " for path in (course.REPO, root) for end in ("/", " "))
             if ours and ("dlperf-sandbox" in cmd or "ipykernel_launcher" in cmd or "autograder.checks" in cmd
                          or "autograder.warm_kernel" in cmd or "autograder.trusted.zygote" in cmd):
                 leftovers.append(cmd[:200])
