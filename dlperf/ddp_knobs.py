@@ -28,7 +28,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .sharding import _global_batch, make_model, reference
+from .sharding import make_model, rank_batch, rank_device, reference
 from .trace import Collective, record
 
 __all__ = ["Knobs", "KnobReport", "run", "worker"]
@@ -94,8 +94,8 @@ def worker(configs: list[Knobs], steps: int, width: int, depth: int, rows: int, 
     """Train under each configuration in turn (``steps`` Adam steps, the last one recorded)."""
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
-    rank, world = dist.get_rank(), dist.get_world_size()
-    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    rank = dist.get_rank()
+    device = rank_device()
     reports = []
     for knobs in configs:
         mlp = make_model(width, depth, seed)
@@ -111,8 +111,7 @@ def worker(configs: list[Knobs], steps: int, width: int, depth: int, rows: int, 
         optimizer = torch.optim.Adam(model.parameters(), lr=lr)
 
         def step(i: int) -> None:
-            x, y = _global_batch(i, rows * world, width, seed)
-            x, y = x[rank * rows:(rank + 1) * rows].to(device), y[rank * rows:(rank + 1) * rows].to(device)
+            x, y = rank_batch(i, rows, width, seed, device)
             optimizer.zero_grad(set_to_none=False)   # keep the .grad tensors (views of the buckets, or not)
             nn.functional.mse_loss(ddp(x), y).backward()
             optimizer.step()

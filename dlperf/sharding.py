@@ -38,7 +38,7 @@ from torch import nn
 
 from .trace import Collective, record
 
-__all__ = ["KINDS", "RankReport", "make_model", "reference", "run", "worker", "workers"]
+__all__ = ["KINDS", "RankReport", "make_model", "rank_batch", "rank_device", "reference", "run", "worker", "workers"]
 
 KINDS = ("ddp", "zero1", "fsdp", "fsdp-keep", "fsdp-bf16")
 
@@ -72,6 +72,18 @@ def make_model(width: int, depth: int, seed: int) -> nn.Sequential:
 def _global_batch(step: int, rows: int, width: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(seed * 1_000_003 + step)
     return torch.randn(rows, width, generator=g), torch.randn(rows, width, generator=g)
+
+
+def rank_device() -> torch.device:
+    """This rank's device: its GPU under NCCL (one per rank), else the CPU."""
+    return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+
+
+def rank_batch(step: int, rows: int, width: int, seed: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """This rank's slice (``rows`` rows) of the global batch of ``step``: what :func:`reference` sees whole."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    x, y = _global_batch(step, rows * world, width, seed)
+    return x[rank * rows:(rank + 1) * rows].to(device), y[rank * rows:(rank + 1) * rows].to(device)
 
 
 def reference(steps: int, width: int, depth: int, rows: int, world: int, seed: int = 0,
@@ -117,7 +129,7 @@ def worker(kind: str, steps: int, width: int, depth: int, rows: int, seed: int =
     if steps < 1:
         raise ValueError(f"train at least one step, got steps={steps}")
     rank, world = dist.get_rank(), dist.get_world_size()
-    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    device = rank_device()
     model = make_model(width, depth, seed).to(device)
     if kind.startswith("fsdp"):
         from torch.distributed.device_mesh import init_device_mesh
@@ -143,8 +155,7 @@ def worker(kind: str, steps: int, width: int, depth: int, rows: int, seed: int =
             optimizer = torch.optim.Adam(model.parameters(), lr=lr)
 
     def step(i: int) -> None:
-        x, y = _global_batch(i, rows * world, width, seed)
-        x, y = x[rank * rows:(rank + 1) * rows].to(device), y[rank * rows:(rank + 1) * rows].to(device)
+        x, y = rank_batch(i, rows, width, seed, device)
         optimizer.zero_grad()
         nn.functional.mse_loss(trained(x), y).backward()
         optimizer.step()

@@ -6,10 +6,12 @@ hands a value to Python), not computed by the counter's own rules.
 
 from __future__ import annotations
 
+import ast
 import io
 import math
 import types
 
+import nbformat
 import pytest
 import torch
 
@@ -57,7 +59,15 @@ def test_device_work_and_host_metadata_do_not_count_and_patches_are_undone():
 
 
 def _slow_mod():
-    return types.SimpleNamespace(train_epoch=grading.slow_train_epoch)
+    """The notebook's train_epoch_slow, taken from its setup cell (the one source the hidden tests use too)."""
+    nb = nbformat.read(course.source_notebook("no_sync_loop"), as_version=4)
+    setup = next(c.source for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+                 == "no_sync_loop-setup")
+    tree = ast.parse(setup)
+    definition = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "train_epoch_slow")
+    namespace = {"math": math}
+    exec(compile(ast.Module([definition], []), "no_sync_loop-setup", "exec"), namespace)
+    return types.SimpleNamespace(train_epoch=namespace["train_epoch_slow"])
 
 
 def test_the_slow_loop_counts_four_per_step_plus_one_per_new_best_and_the_reference_one():
