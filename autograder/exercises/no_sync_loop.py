@@ -34,7 +34,7 @@ import torch
 
 from autograder.trusted import CheckFailed
 
-__all__ = ["ALLOWED_IMPORTS", "reference", "same_log", "static_findings"]
+__all__ = ["ALLOWED_IMPORTS", "reference", "same_log", "slow_train_epoch", "static_findings"]
 
 ALLOWED_IMPORTS = {"torch", "math", "collections", "itertools", "functools", "typing", "operator", "__future__"}
 SYNC_METHODS = {"item", "tolist", "numpy", "cpu", "synchronize"}
@@ -51,6 +51,25 @@ HOST_CALLS = {"len", "range", "enumerate", "zip", "isinstance", "type", "id", "a
 # ---------------------------------------------------------------------------------------------
 # The references (run here, by the same probes)
 # ---------------------------------------------------------------------------------------------
+
+
+def slow_train_epoch(model: Any, optimizer: Any, loss_fn: Any, batches: Sequence[Any]) -> dict[str, Any]:
+    """The notebook's ``train_epoch_slow``: what the student's loop must return (it synchronises ~4 times a step)."""
+    losses, total, correct, count = [], 0.0, 0, 0
+    best, best_step = math.inf, -1
+    for step, (x, y) in enumerate(batches):
+        optimizer.zero_grad()
+        logits = model(x)
+        loss = loss_fn(logits, y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+        total += loss.item() * len(y)
+        correct += (logits.argmax(dim=1) == y).sum().item()
+        count += len(y)
+        if loss < best:
+            best, best_step = loss.item(), step
+    return {"losses": losses, "mean_loss": total / count, "accuracy": correct / count, "best_step": best_step}
 
 
 def _fetch(*tensors: torch.Tensor) -> list[Any]:
@@ -87,11 +106,9 @@ def _train_epoch(model: Any, optimizer: Any, loss_fn: Any, batches: Sequence[Any
             "accuracy": right / count, "best_step": values.index(min(values))}
 
 
-def reference(slow: Any = None) -> types.SimpleNamespace:
-    """The module the checker runs the probes on: the no-sync ``fetch`` and ``train_epoch``, and, when given,
-    ``slow``: the notebook's ``train_epoch_slow`` (its locked setup cell, run in the check run), the one
-    source of what the student's loop must return."""
-    return types.SimpleNamespace(fetch=_fetch, train_epoch=_train_epoch, slow=slow)
+def reference() -> types.SimpleNamespace:
+    """The module the checker runs the probes on: the no-sync ``fetch`` and ``train_epoch``, and the slow loop."""
+    return types.SimpleNamespace(fetch=_fetch, train_epoch=_train_epoch, slow=slow_train_epoch)
 
 
 # ---------------------------------------------------------------------------------------------
