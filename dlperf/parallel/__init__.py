@@ -1,0 +1,17 @@
+"""Model parallelism: the code of the chapter *Model parallelism: tensor and pipeline*.
+
+One concept per module:
+
+* :mod:`dlperf.parallel.tensor` -- tensor parallelism written by hand on a process group:
+  column- and row-parallel ``Linear`` layers, Megatron's conjugate operators ``f`` and ``g`` as
+  autograd functions, the MLP block with and without sequence parallelism, a counter of the
+  collectives' bytes, and the workers that check it all against the unsharded model;
+  PyTorch's own ``parallelize_module`` on the same block;
+* :mod:`dlperf.parallel.pipeline` -- pipeline schedules (GPipe, 1F1B) as data, a simulator with
+  per-stage compute times and point-to-point transfers, stages on real processes, and
+  ``torch.distributed.pipelining`` on the same model;
+* :mod:`dlperf.parallel.planner` -- the arithmetic of choosing a strategy: memory per GPU,
+  bytes per step and the pipeline bubble for data, tensor, pipeline and sharded data parallelism.
+
+Nothing is imported here: ``import dlperf.parallel.tensor`` loads only what it needs.
+"""
