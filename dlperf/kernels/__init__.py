@@ -1,0 +1,21 @@
+"""GPU kernels from the inside: Triton kernels that run anywhere, a memory-traffic counter, a systolic array.
+
+One concept per module:
+
+* :mod:`dlperf.kernels.mode` -- interpreter or compiled Triton: decided once, before ``triton`` is imported,
+  and said out loud (``TRITON_INTERPRET=1`` only where no CUDA device exists);
+* :mod:`dlperf.kernels.triton_kernels` -- the chapter's kernels (vector add, strided copy, naive and tiled
+  matrix products, fused softmax) with their launchers; the same source runs compiled on a GPU and
+  interpreted on a CPU;
+* :mod:`dlperf.kernels.traffic` -- counts the bytes every ``tl.load``/``tl.store`` of an interpreted kernel
+  moves, per program and per launch, and the 32-byte sectors they touch;
+* :mod:`dlperf.kernels.systolic` -- a cycle-by-cycle systolic-array simulator (weight- and output-stationary);
+* :mod:`dlperf.kernels.layers` -- FLOPs, bytes and arithmetic intensity of each layer of a network.
+
+Importing this package imports neither triton nor the kernels: ``systolic`` and ``layers`` need only torch
+and numpy, and the Triton mode must be chosen before ``triton`` is first imported.
+"""
+
+from .mode import TritonMode, select_mode
+
+__all__ = ["TritonMode", "select_mode"]

@@ -1,0 +1,183 @@
+"""The interpreter's byte counter (dlperf.kernels.traffic) against kernels counted by hand.
+
+Every expected number here is worked out from the kernel's indexing, not from the counter: a copy, a masked
+ragged vector add, strided loads in 32-byte sectors, and the naive and tiled matrix products against their
+closed forms (with ragged edges, where the masks matter).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+if importlib.util.find_spec("triton") is None:       # not importorskip: the mode must be chosen before the import
+    pytest.skip("triton is not installed (pip install triton): the Triton kernels and their byte counter "
+                "cannot be tested", allow_module_level=True)
+
+import torch  # noqa: E402
+
+from dlperf.kernels import triton_kernels as T  # noqa: E402  (chooses the Triton mode before importing triton)
+from dlperf.kernels.traffic import SECTOR, count_torch_ops, count_traffic  # noqa: E402
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not T.MODE.interpreted,
+                                reason=f"the byte counter watches Triton's interpreter; here: {T.MODE}")
+
+
+@triton.jit
+def copy_kernel(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(dst_ptr + offsets, tl.load(src_ptr + offsets, mask=mask), mask=mask)
+
+
+def copy(src: torch.Tensor, block: int) -> torch.Tensor:
+    dst = torch.empty_like(src)
+    copy_kernel[(triton.cdiv(src.numel(), block),)](src, dst, src.numel(), BLOCK=block)
+    return dst
+
+
+@pytest.mark.parametrize("dtype,itemsize", [(torch.float32, 4), (torch.float16, 2), (torch.float64, 8)])
+def test_copy_counts_every_element_once(dtype, itemsize):
+    src = torch.arange(1024).to(dtype)
+    with count_traffic() as traffic:
+        dst = copy(src, 128)
+    assert torch.equal(dst, src)
+    launch = traffic.last
+    assert launch.kernel == "copy_kernel" and launch.grid == (8, 1, 1)
+    assert launch.loaded_bytes == launch.stored_bytes == 1024 * itemsize
+    assert all(p == {"load": 128 * itemsize, "store": 128 * itemsize} for p in launch.per_program().values())
+    assert launch.sector_bytes == launch.nbytes          # contiguous and aligned: whole sectors, no waste
+
+
+def test_masked_ragged_add():
+    n, block = 1000, 256                                 # 4 programs, the last has 1000 - 768 = 232 lanes on
+    x, y = torch.randn(n), torch.randn(n)
+    with count_traffic() as traffic:
+        out = T.add(x, y, block)
+    assert torch.equal(out, x + y)
+    launch = traffic.last
+    assert launch.programs == 4
+    assert launch.loaded_bytes == 2 * n * 4 and launch.stored_bytes == n * 4
+    per = launch.per_program()
+    assert per[(3, 0, 0)] == {"load": 2 * 232 * 4, "store": 232 * 4}
+    assert per[(0, 0, 0)] == {"load": 2 * 256 * 4, "store": 256 * 4}
+    # 232 float32 lanes = 928 bytes = 29 sectors of 32 bytes
+    last_store = [a for a in launch.accesses if a.program == (3, 0, 0) and a.kind == "store"][0]
+    assert last_store.sectors == 29
+
+
+@pytest.mark.parametrize("stride,sectors", [(1, 8), (2, 16), (4, 32), (8, 64), (64, 64)])
+def test_strided_load_sectors(stride, sectors):
+    # 64 float32 lanes, `stride` elements apart: they span 64 * stride * 4 bytes; one sector holds
+    # 8 float32, so the lanes touch min(64, 64 * stride / 8) sectors.
+    src = torch.randn(64 * stride)
+    assert src.data_ptr() % SECTOR == 0
+    with count_traffic() as traffic:
+        out = T.strided_load(src, 64, stride, block=64)
+    assert torch.equal(out, src[::stride][:64])
+    load = [a for a in traffic.last.accesses if a.kind == "load"][0]
+    assert load.nbytes == 64 * 4
+    assert load.sectors == sectors == min(64, 64 * stride // 8)
+
+
+def test_naive_matmul_closed_form():
+    M, K, N = 12, 20, 10                                 # K = 20 with BLOCK_K = 8: pieces of 8, 8 and 4
+    a, b = torch.randn(M, K), torch.randn(K, N)
+    with count_traffic() as traffic:
+        c = T.matmul_naive(a, b, block_k=8)
+    torch.testing.assert_close(c, a @ b)
+    launch = traffic.last
+    assert launch.programs == M * N
+    assert launch.loaded_bytes == 2 * M * N * K * 4      # a row of A and a column of B per element of C
+    assert launch.stored_bytes == M * N * 4
+    assert all(p == {"load": 2 * K * 4, "store": 4} for p in launch.per_program().values())
+
+
+@pytest.mark.parametrize("M,K,N,bm,bn,bk", [(32, 32, 48, 16, 16, 16), (64, 16, 32, 32, 16, 8),
+                                            (20, 20, 20, 16, 16, 16), (33, 7, 17, 16, 16, 16)])
+def test_tiled_matmul_closed_form(M, K, N, bm, bn, bk):
+    # Program (pm, pn) loads the rows of A in its row block (all K columns) and the columns of B in its
+    # column block: summed over the grid, A is read ceil(N/bn) times and B ceil(M/bm) times.
+    a, b = torch.randn(M, K), torch.randn(K, N)
+    with count_traffic() as traffic:
+        c = T.matmul_tiled(a, b, bm, bn, bk)
+    torch.testing.assert_close(c, a @ b)
+    launch = traffic.last
+    assert launch.grid == (math.ceil(M / bm), math.ceil(N / bn), 1)
+    assert launch.loaded_bytes == (M * K * math.ceil(N / bn) + K * N * math.ceil(M / bm)) * 4
+    assert launch.stored_bytes == M * N * 4
+    if M % bm == 0 and N % bn == 0:                      # divisible: M N K s (1/bn + 1/bm), as the docstring says
+        assert launch.loaded_bytes == M * N * K * 4 * (1 / bn + 1 / bm)
+        assert all(p["load"] == (bm * K + K * bn) * 4 for p in launch.per_program().values())
+
+
+def test_tiling_beats_naive_on_the_same_product():
+    a, b = torch.randn(32, 32), torch.randn(32, 32)
+    with count_traffic() as traffic:
+        T.matmul_naive(a, b, block_k=32)
+        T.matmul_tiled(a, b, 16, 16, 16)
+    naive, tiled = traffic.launches
+    assert naive.loaded_bytes == 2 * 32**3 * 4 and tiled.loaded_bytes == 2 * 32**3 * 4 // 16
+    assert traffic.loaded_bytes == naive.loaded_bytes + tiled.loaded_bytes
+
+
+def test_fused_softmax_reads_and_writes_once():
+    x = torch.randn(6, 50)
+    with count_traffic() as traffic:
+        y = T.softmax(x)
+    torch.testing.assert_close(y, torch.softmax(x, dim=1))
+    assert traffic.last.loaded_bytes == traffic.last.stored_bytes == 6 * 50 * 4   # 64-lane blocks, 14 masked
+
+
+def test_torch_op_chain_counted_per_operator():
+    n = 1000
+    x, y, z = torch.randn(n), torch.randn(n), torch.randn(n)
+    out, ops = count_torch_ops(lambda: (x + y) * z)
+    torch.testing.assert_close(out, (x + y) * z)
+    assert [o.op for o in ops] == ["add", "mul"]
+    assert [(o.read, o.written) for o in ops] == [(2 * n * 4, n * 4), (2 * n * 4, n * 4)]
+    _, views = count_torch_ops(lambda: x.view(10, 100).t())
+    assert views == []                                   # views move nothing
+
+
+def test_blocks_do_not_nest_and_restore_the_interpreter():
+    from triton.runtime import interpreter
+
+    with count_traffic():
+        with pytest.raises(RuntimeError, match="nest"):
+            with count_traffic():
+                pass
+    assert "create_masked_load" not in vars(interpreter.interpreter_builder)
+    x = torch.randn(10)
+    torch.testing.assert_close(T.add(x, x, 16), 2 * x)   # kernels still run after the block
+
+
+def test_mode_helper_after_torch_compile_imported_triton():
+    # torch.compile imports triton (even on a CPU) before anyone chose a mode: the helper still makes the
+    # kernels run in the interpreter.
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    code = ("import sys, torch; import triton.language; from dlperf.kernels import select_mode; m = select_mode(); "
+            "from dlperf.kernels import triton_kernels as T; a = torch.randn(8, 8); "
+            "print('OK', m.mode, bool((T.matmul_tiled(a, a, 4, 4, 4) - a @ a).abs().max() < 1e-4))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "OK interpreter True" in out.stdout and "switched to the interpreter" in out.stdout
+
+
+def test_mode_helper_in_a_fresh_process_without_cuda():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    code = ("import os; from dlperf.kernels import select_mode; m = select_mode(); "
+            "print('ENV', os.environ.get('TRITON_INTERPRET'), m.mode)")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "interpreter" in out.stdout and "ENV 1 interpreter" in out.stdout
