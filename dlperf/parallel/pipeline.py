@@ -53,14 +53,17 @@ __all__ = [
     "Task",
     "batches",
     "bubble_fraction",
+    "chapter_worker",
     "gpipe",
     "make_model",
     "one_f_one_b",
+    "plot",
     "reference",
     "simulate",
     "stage_of",
     "stage_worker",
     "svg",
+    "timeline_worker",
     "torch_worker",
     "validate",
 ]
@@ -196,6 +199,10 @@ class SimRun:
     def bytes_sent(self, stage: int) -> int:
         return sum(msg.nbytes for msg in self.messages if msg.src == stage)
 
+    def spans(self) -> list[list[tuple[str, float, float]]]:
+        """Per stage, ``(action, start, end)`` of its tasks: the input of :func:`plot`."""
+        return [[(f"{t.kind}{t.microbatch}", t.start, t.end) for t in self.tasks if t.stage == s] for s in range(self.p)]
+
     def task(self, stage: int, kind: str, microbatch: int) -> Task:
         return next(t for t in self.tasks if (t.stage, t.kind, t.microbatch) == (stage, kind, microbatch))
 
@@ -320,6 +327,19 @@ def svg(run: SimRun, width: int = 640, row: int = 26, title: str | None = None) 
     return "".join(parts)
 
 
+def plot(ax: Any, spans: Sequence[Sequence[tuple[str, float, float]]], title: str = "", unit: str = "") -> None:
+    """Draw per-stage spans ``(action, start, end)`` on a matplotlib axis: forwards blue, backwards orange."""
+    for s, row in enumerate(spans):
+        for label, start, end in row:
+            fill, ink = _COLORS[label[0]]
+            ax.barh(s, end - start, left=start, height=0.8, color=fill, edgecolor="white")
+            ax.text((start + end) / 2, s, label, ha="center", va="center", fontsize=7, color=ink, clip_on=True)
+    ax.set_yticks(range(len(spans)), [f"stage {s}" for s in range(len(spans))])
+    ax.invert_yaxis()
+    ax.set_xlabel(unit)
+    ax.set_title(title, fontsize=10)
+
+
 # --------------------------------------------------------------------------------------------
 # Real stages on a process group
 # --------------------------------------------------------------------------------------------
@@ -360,8 +380,7 @@ def reference(width: int, depth: int, rows: int, steps: int, seed: int = 0, lr: 
 
 
 def _run_schedule(stage: nn.Module, actions: list[Action], rank: int, p: int, m: int,
-                  x: torch.Tensor, y: torch.Tensor, spans: list[tuple[str, float, float]] | None,
-                  clock: Callable[[], float]) -> tuple[list[float], int]:
+                  x: torch.Tensor, y: torch.Tensor, timeline: Any = None) -> tuple[list[float], int]:
     """One step of ``actions`` on this rank: micro-batch losses (last stage) and the peak held."""
     width = x.shape[1]
     xs, ys = x.chunk(m), y.chunk(m)
@@ -372,7 +391,6 @@ def _run_schedule(stage: nn.Module, actions: list[Action], rank: int, p: int, m:
     peak = 0
     for a in actions:
         i = a.microbatch
-        start = clock()
         if a.kind == "F":
             if rank == 0:
                 inp = xs[i]
@@ -380,6 +398,7 @@ def _run_schedule(stage: nn.Module, actions: list[Action], rank: int, p: int, m:
                 inp = torch.empty(xs[i].shape[0], width)
                 dist.recv(inp, src=rank - 1, tag=i)
                 inp.requires_grad_(True)
+            start = timeline.mark() if timeline is not None else None   # waiting for the input is not work
             out = stage(inp)
             if rank == p - 1:
                 out = nn.functional.mse_loss(out, ys[i]) / m   # mean over equal micro-batches = mean over the batch
@@ -390,16 +409,18 @@ def _run_schedule(stage: nn.Module, actions: list[Action], rank: int, p: int, m:
             peak = max(peak, len(outputs))
         else:
             if rank == p - 1:
+                start = timeline.mark() if timeline is not None else None
                 outputs[i].backward()
             else:
                 grad = torch.empty_like(outputs[i])
                 dist.recv(grad, src=rank + 1, tag=i)
+                start = timeline.mark() if timeline is not None else None
                 outputs[i].backward(grad)
             if rank > 0:
                 pending.append(dist.isend(inputs[i].grad, dst=rank - 1, tag=i))
             del inputs[i], outputs[i]   # this micro-batch's activations can go
-        if spans is not None:
-            spans.append((str(a), start, clock()))
+        if timeline is not None:
+            timeline.records.append((str(a), start, timeline.mark()))
     for work in pending:
         work.wait()
     return losses, peak
@@ -412,44 +433,61 @@ def stage_worker(schedule: str, m: int, width: int, depth: int, rows: int, steps
     Activations travel forward and gradients backward with ``isend``/``recv`` (the sends complete
     in the background, so a stage can go on computing).  Returns the stage's parameters, the
     losses (last stage), the most micro-batches whose activations the stage held at once, and
-    with ``timeline`` the ``(action, start, end)`` of the last step on the machine's monotonic
-    clock (``time.perf_counter``, shared by the processes of one machine).
+    with ``timeline`` the ``(action, start, end)`` of the last step, stamped by a
+    :class:`dlperf.Timeline` that starts after a barrier (``spans``), with that timeline's origin
+    on the host's monotonic clock (``origin``: the same clock in every process of one machine).
     """
-    import time
+    from ..bench import Timeline
 
     rank, p = dist.get_rank(), dist.get_world_size()
     actions = SCHEDULES[schedule](p, m)[rank]
     stage = stage_of(make_model(width, depth, seed), rank, p)
     opt = torch.optim.SGD(stage.parameters(), lr=lr)
     losses, peaks = [], []
-    spans: list[tuple[str, float, float]] = []
+    clock = None
     for k, (x, y) in enumerate(batches(steps, rows, width, seed)):
         opt.zero_grad()
-        last = timeline and k == steps - 1
-        if last:
+        if timeline and k == steps - 1:
             dist.barrier()
-        step_losses, peak = _run_schedule(stage, actions, rank, p, m, x, y, spans if last else None, time.perf_counter)
+            clock = Timeline("cpu")
+        step_losses, peak = _run_schedule(stage, actions, rank, p, m, x, y, clock)
         opt.step()
         losses.append(sum(step_losses) / m if step_losses else None)
         peaks.append(peak)
     return {"rank": rank, "params": [q.detach().clone() for q in stage.parameters()], "losses": losses,
-            "peak_in_flight": max(peaks), "spans": spans}
+            "peak_in_flight": max(peaks), "spans": clock.spans() if clock else [],
+            "origin": clock.origin if clock else None}
 
 
 def torch_worker(schedule: str, m: int, width: int, depth: int, rows: int, steps: int, seed: int = 0,
-                 lr: float = 0.1) -> dict[str, Any]:
-    """The same training with ``torch.distributed.pipelining``: a manual ``PipelineStage`` per rank.
+                 lr: float = 0.1, traced: bool = False) -> dict[str, Any]:
+    """The same training with ``torch.distributed.pipelining``.
 
-    ``ScheduleGPipe`` or ``Schedule1F1B`` splits the batch into ``m`` micro-batches and calls
-    ``loss_fn`` on each; it adds the micro-batches' gradients after dividing each loss by ``m``
-    (its default scaling), which for equal micro-batches is the gradient of the whole batch's mean.
+    Each rank builds its stage by hand (``PipelineStage`` around :func:`stage_of`), or, with
+    ``traced``, lets ``pipeline()`` trace the whole model and cut it at ``SplitPoint`` markers before
+    the first block of every stage but the first (``pipe.build_stage``).  ``ScheduleGPipe`` or
+    ``Schedule1F1B`` splits the batch into ``m`` micro-batches and calls ``loss_fn`` on each; it
+    adds the micro-batches' gradients after dividing each loss by ``m`` (its default scaling),
+    which for equal micro-batches is the gradient of the whole batch's mean.
     """
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+    import warnings
+
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, SplitPoint, pipeline
 
     rank, p = dist.get_rank(), dist.get_world_size()
-    module = stage_of(make_model(width, depth, seed), rank, p)
     device = torch.device("cpu")
-    pipe_stage = PipelineStage(module, rank, p, device)
+    if traced:
+        model = make_model(width, depth, seed)
+        example = batches(1, rows, width, seed)[0][0].chunk(m)[0]
+        k = depth // p
+        with warnings.catch_warnings():   # torch's tracer warns about its own use of a deprecated pytree class
+            warnings.simplefilter("ignore", FutureWarning)
+            pipe = pipeline(model, mb_args=(example,), split_spec={str(s * k): SplitPoint.BEGINNING for s in range(1, p)})
+            pipe_stage = pipe.build_stage(rank, device)
+        module = pipe_stage.submod
+    else:
+        module = stage_of(make_model(width, depth, seed), rank, p)
+        pipe_stage = PipelineStage(module, rank, p, device)
     kind = {"GPipe": ScheduleGPipe, "1F1B": Schedule1F1B}[schedule]
     sched = kind(pipe_stage, n_microbatches=m, loss_fn=nn.functional.mse_loss)
     opt = torch.optim.SGD(module.parameters(), lr=lr)
@@ -468,3 +506,19 @@ def torch_worker(schedule: str, m: int, width: int, depth: int, rows: int, steps
         opt.step()
         losses.append(sum(v.item() for v in micro) / m if micro else None)
     return {"rank": rank, "params": [q.detach().clone() for q in module.parameters()], "losses": losses}
+
+
+def chapter_worker(m: int, width: int, depth: int, rows: int, steps: int, seed: int = 0,
+                   lr: float = 0.1) -> dict[str, Any]:
+    """Everything the chapter trains on the ranks, in one process group: both schedules by hand and with PyTorch."""
+    out: dict[str, Any] = {}
+    for schedule in SCHEDULES:
+        out[f"hand {schedule}"] = stage_worker(schedule, m, width, depth, rows, steps, seed, lr)
+        out[f"torch {schedule}"] = torch_worker(schedule, m, width, depth, rows, steps, seed, lr)
+    out["torch GPipe, traced"] = torch_worker("GPipe", m, width, depth, rows, steps, seed, lr, traced=True)
+    return out
+
+
+def timeline_worker(m: int, width: int, depth: int, rows: int, seed: int = 0) -> dict[str, Any]:
+    """A timed step of each schedule (two warm-up steps first): :func:`stage_worker`'s ``spans`` and ``origin``."""
+    return {schedule: stage_worker(schedule, m, width, depth, rows, 3, seed, timeline=True) for schedule in SCHEDULES}
