@@ -181,3 +181,15 @@ def test_mode_helper_in_a_fresh_process_without_cuda():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "interpreter" in out.stdout and "ENV 1 interpreter" in out.stdout
+
+
+def test_count_in_a_child_interpreter_equals_in_process():
+    # What a GPU build does (its kernels are compiled, so the counting runs in an interpreter process).
+    from dlperf.kernels.traffic import count
+
+    a, b = torch.randn(20, 20), torch.randn(20, 20)
+    here, here_traffic = count(T.matmul_tiled, a, b, 16, 16, 16, in_subprocess=False)
+    there, there_traffic = count(T.matmul_tiled, a, b, 16, 16, 16, in_subprocess=True)
+    torch.testing.assert_close(here, there)
+    assert [(x.loaded_bytes, x.stored_bytes, x.sector_bytes) for x in here_traffic.launches] == \
+        [(x.loaded_bytes, x.stored_bytes, x.sector_bytes) for x in there_traffic.launches]

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SECTOR", "Access", "Launch", "Traffic", "count_traffic", "OpTraffic", "count_torch_ops"]
+__all__ = ["SECTOR", "Access", "Launch", "Traffic", "count", "count_traffic", "OpTraffic", "count_torch_ops"]
 
 SECTOR = 32  # bytes
 
@@ -251,3 +251,63 @@ def count_torch_ops(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[
     with Watch():
         result = fn(*args, **kwargs)
     return result, ops
+
+
+def _to_cpu(value: Any) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_cpu(v) for v in value)
+    return value
+
+
+_CHILD = """
+import sys, importlib, torch
+from dlperf.kernels.mode import select_mode
+select_mode(verbose=False)
+from dlperf.kernels.traffic import count_traffic
+job = torch.load(sys.argv[1], weights_only=False)
+launcher = getattr(importlib.import_module(job["module"]), job["name"])
+with count_traffic() as traffic:
+    result = launcher(*job["args"], **job["kwargs"])
+torch.save({"result": result, "traffic": traffic}, sys.argv[2])
+"""
+
+
+def count(launcher: Callable[..., Any], *args: Any, in_subprocess: bool | None = None,
+          **kwargs: Any) -> tuple[Any, Traffic]:
+    """Run ``launcher(*args, **kwargs)`` (a function that launches Triton kernels) and count its traffic.
+
+    Returns ``(result, traffic)``.  In interpreter mode this is :func:`count_traffic` around the call.  Where
+    the kernels are compiled (a CUDA device), nothing can be watched from Python, so the same launcher runs
+    in a child process in interpreter mode (``CUDA_VISIBLE_DEVICES=""``) on CPU copies of the tensors, and
+    its result (on the CPU) and counts come back.  The launcher must be importable by module and name.
+    ``in_subprocess`` forces one way or the other.
+    """
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    import torch
+
+    from .mode import select_mode
+
+    if in_subprocess is None:
+        in_subprocess = not select_mode(verbose=False).interpreted
+    if not in_subprocess:
+        with count_traffic() as traffic:
+            result = launcher(*args, **kwargs)
+        return result, traffic
+    module, name = launcher.__module__, launcher.__name__
+    with tempfile.TemporaryDirectory() as tmp:
+        job, answer = os.path.join(tmp, "job.pt"), os.path.join(tmp, "answer.pt")
+        torch.save({"module": module, "name": name, "args": _to_cpu(args), "kwargs": _to_cpu(kwargs)}, job)
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}
+        done = subprocess.run([sys.executable, "-c", _CHILD, job, answer], env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"counting {module}.{name} in an interpreter process failed:\n{done.stderr[-3000:]}")
+        out = torch.load(answer, weights_only=False)
+    return out["result"], out["traffic"]
