@@ -19,7 +19,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-__all__ = ["TritonMode", "select_mode", "ENV"]
+__all__ = ["TritonMode", "select_mode", "interpreting", "ENV"]
 
 ENV = "TRITON_INTERPRET"
 _TRUE = {"1", "true", "yes", "on"}
@@ -62,6 +62,16 @@ def _cuda_available() -> bool:
     except ImportError:  # pragma: no cover - the course always has torch
         return False
     return torch.cuda.is_available()
+
+
+def interpreting() -> bool:
+    """Whether ``@triton.jit`` makes interpreted functions now (``triton.knobs`` where it exists, else the variable)."""
+    import triton
+
+    knobs = getattr(triton, "knobs", None)
+    if knobs is not None:
+        return bool(knobs.runtime.interpret)
+    return os.environ.get(ENV, "").strip().lower() in _TRUE
 
 
 def _interpret_imported_triton() -> int:
@@ -122,9 +132,8 @@ def select_mode(verbose: bool = True) -> TritonMode:
                       f"{switched} of its helpers were switched to the interpreter")
     import triton
 
-    if bool(triton.knobs.runtime.interpret) != interpreted:
-        raise RuntimeError(f"triton does not see {ENV}={os.environ.get(ENV)!r} (interpreter: "
-                           f"{triton.knobs.runtime.interpret}); set it before starting Python")
+    if interpreting() != interpreted:
+        raise RuntimeError(f"triton does not see {ENV}={os.environ.get(ENV)!r}; set it before starting Python")
     result = TritonMode("interpreter" if interpreted else "compiled", reason, triton.__version__)
     _chosen = result
     if verbose:

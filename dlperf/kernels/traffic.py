@@ -160,10 +160,11 @@ def count_traffic() -> Iterator[Traffic]:
 
     ``with count_traffic() as traffic: add(x, y)``, then ``traffic.last.loaded_bytes`` is ``2 n s``.
     """
-    import triton
     from triton.runtime import interpreter as interp
 
-    if not triton.knobs.runtime.interpret:
+    from .mode import interpreting
+
+    if not interpreting():
         raise RuntimeError("count_traffic needs Triton's interpreter (TRITON_INTERPRET=1, see "
                            "dlperf.kernels.mode.select_mode): compiled kernels cannot be watched from Python")
     if _active:
@@ -178,18 +179,18 @@ def count_traffic() -> Iterator[Traffic]:
         if not traffic.launches:
             return
         active = np.broadcast_to(np.asarray(mask.data, dtype=bool), ptrs.data.shape)
-        itemsize = interp._get_np_dtype(ptrs.get_element_ty()).itemsize
+        itemsize = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
         addresses = np.asarray(ptrs.data)[active]
         traffic.launches[-1].accesses.append(
             Access(kind, tuple(builder.grid_idx), int(active.sum()), itemsize, _sectors(addresses)))
 
-    def load(ptrs, mask, other, cache_policy, is_volatile):
+    def load(ptrs, mask, *rest, **kwargs):          # (ptrs, mask, other, cache and volatility flags)
         record("load", ptrs, mask)
-        return original_load(ptrs, mask, other, cache_policy, is_volatile)
+        return original_load(ptrs, mask, *rest, **kwargs)
 
-    def store(ptrs, value, mask, cache_policy):
+    def store(ptrs, value, mask, *rest, **kwargs):  # (ptrs, value, mask, cache flags)
         record("store", ptrs, mask)
-        return original_store(ptrs, value, mask, cache_policy)
+        return original_store(ptrs, value, mask, *rest, **kwargs)
 
     def call(self, *args, **kwargs):
         launch = Launch(getattr(self.fn, "__name__", "kernel"), (0, 0, 0))
