@@ -433,9 +433,10 @@ def stage_worker(schedule: str, m: int, width: int, depth: int, rows: int, steps
     Activations travel forward and gradients backward with ``isend``/``recv`` (the sends complete
     in the background, so a stage can go on computing).  Returns the stage's parameters, the
     losses (last stage), the most micro-batches whose activations the stage held at once, and
-    with ``timeline`` the ``(action, start, end)`` of the last step, stamped by a
-    :class:`dlperf.Timeline` that starts after a barrier (``spans``), with that timeline's origin
-    on the host's monotonic clock (``origin``: the same clock in every process of one machine).
+    with ``timeline``, for every step but the first, the ``(action, start, end)`` of its compute
+    (``spans``, from the moment the input had arrived), stamped by a :class:`dlperf.Timeline`
+    started after a barrier, with that timeline's origin on the host's monotonic clock
+    (``origin``: the same clock in every process of one machine): ``timed``, one entry per step.
     """
     from ..bench import Timeline
 
@@ -444,19 +445,21 @@ def stage_worker(schedule: str, m: int, width: int, depth: int, rows: int, steps
     stage = stage_of(make_model(width, depth, seed), rank, p)
     opt = torch.optim.SGD(stage.parameters(), lr=lr)
     losses, peaks = [], []
-    clock = None
+    timed: list[dict[str, Any]] = []
     for k, (x, y) in enumerate(batches(steps, rows, width, seed)):
         opt.zero_grad()
-        if timeline and k == steps - 1:
+        clock = None
+        if timeline and k > 0:          # the first step warms up (allocations, connections)
             dist.barrier()
             clock = Timeline("cpu")
         step_losses, peak = _run_schedule(stage, actions, rank, p, m, x, y, clock)
         opt.step()
+        if clock is not None:
+            timed.append({"origin": clock.origin, "spans": clock.spans()})
         losses.append(sum(step_losses) / m if step_losses else None)
         peaks.append(peak)
     return {"rank": rank, "params": [q.detach().clone() for q in stage.parameters()], "losses": losses,
-            "peak_in_flight": max(peaks), "spans": clock.spans() if clock else [],
-            "origin": clock.origin if clock else None}
+            "peak_in_flight": max(peaks), "timed": timed}
 
 
 def torch_worker(schedule: str, m: int, width: int, depth: int, rows: int, steps: int, seed: int = 0,
@@ -519,6 +522,7 @@ def chapter_worker(m: int, width: int, depth: int, rows: int, steps: int, seed: 
     return out
 
 
-def timeline_worker(m: int, width: int, depth: int, rows: int, seed: int = 0) -> dict[str, Any]:
-    """A timed step of each schedule (two warm-up steps first): :func:`stage_worker`'s ``spans`` and ``origin``."""
-    return {schedule: stage_worker(schedule, m, width, depth, rows, 3, seed, timeline=True) for schedule in SCHEDULES}
+def timeline_worker(m: int, width: int, depth: int, rows: int, steps: int = 6, seed: int = 0) -> dict[str, Any]:
+    """``steps`` steps of each schedule, all but the first timed: :func:`stage_worker`'s ``timed``."""
+    return {schedule: stage_worker(schedule, m, width, depth, rows, steps, seed, timeline=True)["timed"]
+            for schedule in SCHEDULES}
