@@ -30,7 +30,6 @@ formulas separately and compare.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
