@@ -19,6 +19,10 @@ What is left out:
 * **torch** (and, through it, its own dependencies, unless the course needs
   them anyway): the node's build is kept.  ``--torch "torch==2.13.0"`` adds one
   (a CPU-only node without torch; the test suite uses it for this machine).
+* **triton**, which the course needs for its Triton kernels, goes with torch:
+  a CUDA build of torch depends on the triton it was built with, so a node that
+  ships torch has it.  With ``--torch`` (a node without torch) the course's
+  triton requirement is downloaded too, since the CPU torch does not bring it.
 * **what the node already has** (``--have "numpy==2.5.0"``): not downloaded, and
   the pinned versions constrain the resolution, so that what is downloaded works
   with them (pandas, scipy and scikit-learn are resolved against the node's numpy).
@@ -135,10 +139,11 @@ def course_requirements(torch: str | None = None, root: Path = ROOT) -> Wanted:
         specs += project["project"]["optional-dependencies"][extra]
     # Installing the course package itself (pip install -e .) builds it: its build requirements too.
     specs += project["build-system"]["requires"]
-    specs = [s for s in specs if requirement_name(s) != "torch"]
+    if torch and requirement_name(torch) != "torch":
+        raise WheelhouseError(f"--torch wants a torch requirement (torch==2.13.0), not {torch!r}")
+    # triton comes with the node's torch (a CUDA torch depends on it): left out with torch, kept with --torch.
+    specs = [s for s in specs if requirement_name(s) != "torch" and (torch or requirement_name(s) != "triton")]
     if torch:
-        if requirement_name(torch) != "torch":
-            raise WheelhouseError(f"--torch wants a torch requirement (torch==2.13.0), not {torch!r}")
         specs.append(torch)
     setup = (root / "scripts" / "setup.sh").read_text()
     found = re.search(r"^D2L=(\S+)$", setup, flags=re.MULTILINE)
@@ -255,6 +260,7 @@ def build(out: Path, python_version: str, platform_tag: str = DEFAULT_PLATFORM, 
                 for name, version in have_map.items()}
     if not torch:
         left_out["torch"] = "the node's own torch is kept (scripts/setup.sh: --system-site-packages)"
+        left_out["triton"] = "comes with the node's torch (a CUDA torch depends on the triton it was built with)"
     manifest = {
         "python_version": python_version,
         "platforms": platforms,

@@ -50,14 +50,15 @@ def test_the_course_requirements_leave_out_torch_and_keep_everything_else():
 
     wanted = W.course_requirements()
     names = {W.requirement_name(s) for s in wanted.requirements}
-    assert "torch" not in names
+    assert "torch" not in names and "triton" not in names     # the node's torch brings its triton
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     every = project["project"]["dependencies"] + [s for e in W.EXTRAS for s in project["project"]["optional-dependencies"][e]]
-    assert {W.requirement_name(s) for s in every} - {"torch"} <= names
+    assert {W.requirement_name(s) for s in every} - {"torch", "triton"} <= names
     assert "setuptools" in names, "building the course package offline needs its build backend"
     assert wanted.no_deps == ["d2l==1.0.3"]     # scripts/setup.sh's D2L pin
     with_torch = W.course_requirements("torch==2.13.0")
     assert "torch==2.13.0" in with_torch.requirements
+    assert "triton" in {W.requirement_name(s) for s in with_torch.requirements}   # the CPU torch brings none
     with pytest.raises(W.WheelhouseError, match="torch requirement"):
         W.course_requirements("numpy")
 
@@ -114,7 +115,8 @@ def test_a_wheelhouse_for_the_gpu_nodes_python_leaves_out_torch_and_what_the_nod
         assert tags[0] in ("py3", "py2.py3", "cp312") or tags[1] == "abi3", wheel
     manifest = json.loads((tmp_path / "wh" / W.MANIFEST).read_text())
     assert manifest["python_version"] == "3.12" and sorted(manifest["wheels"]) == wheels
-    assert set(manifest["left_out"]) == {"torch", "numpy"} and "left out: numpy" in out.stdout
+    assert set(manifest["left_out"]) == {"torch", "triton", "numpy"} and "left out: numpy" in out.stdout
+    assert "triton" not in names
     if not PY312:
         pytest.skip("no CPython 3.12 here to check that the wheelhouse is complete for it")
     # Complete for a Python 3.12 node that has numpy 2.5.0 (a folder with it stands in for the node's
