@@ -114,3 +114,18 @@ def test_real_stages_train_like_one_process(expected, worker, schedule):
     assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(got, expected))
     if worker == "stage_worker":   # counted on the real ranks, not by the simulator
         assert [r["peak_in_flight"] for r in ranks] == ([M, M] if schedule == "GPipe" else [2, 1])
+
+
+@pytest.mark.parametrize("schedule", ["GPipe", "1F1B"])
+def test_real_timeline_respects_the_dependencies(schedule):
+    """Stamped on one clock by the ranks themselves: a stage's F_i starts after the previous stage's F_i ended."""
+    ranks = launch("dlperf.parallel.pipeline:stage_worker", 2, args=(schedule, 4, W, D, ROWS, 3, 0, 0.1, True),
+                   start_method="fork", verbose=False, timeout=120)
+    for k in range(2):   # the two timed steps
+        spans = [{a: (r["timed"][k]["origin"] + s, r["timed"][k]["origin"] + e) for a, s, e in r["timed"][k]["spans"]}
+                 for r in ranks]
+        want = [str(a) for a in P.SCHEDULES[schedule](2, 4)[0]]
+        assert [a for a, _, _ in ranks[0]["timed"][k]["spans"]] == want     # stage 0 ran its schedule in order
+        for i in range(4):
+            assert spans[1][f"F{i}"][0] >= spans[0][f"F{i}"][1]           # activation sent after F_i ended
+            assert spans[0][f"B{i}"][0] >= spans[1][f"B{i}"][1]           # gradient sent after B_i ended

@@ -389,6 +389,13 @@ def _run_schedule(stage: nn.Module, actions: list[Action], rank: int, p: int, m:
     pending: list[Any] = []
     losses: list[float] = []
     peak = 0
+    def clock() -> Any:
+        return timeline.mark() if timeline is not None else None
+
+    def stamp(a: Action, start: Any) -> None:   # the compute of one action, without the waiting and the sends
+        if timeline is not None:
+            timeline.records.append((str(a), start, timeline.mark()))
+
     for a in actions:
         i = a.microbatch
         if a.kind == "F":
@@ -396,31 +403,29 @@ def _run_schedule(stage: nn.Module, actions: list[Action], rank: int, p: int, m:
                 inp = xs[i]
             else:
                 inp = torch.empty(xs[i].shape[0], width)
-                dist.recv(inp, src=rank - 1, tag=i)
+                dist.recv(inp, src=rank - 1, tag=i)            # wait for the previous stage's activation
                 inp.requires_grad_(True)
-            start = timeline.mark() if timeline is not None else None   # waiting for the input is not work
+            start = clock()
             out = stage(inp)
             if rank == p - 1:
                 out = nn.functional.mse_loss(out, ys[i]) / m   # mean over equal micro-batches = mean over the batch
                 losses.append(out.item() * m)
-            else:
+            stamp(a, start)
+            if rank < p - 1:
                 pending.append(dist.isend(out.detach(), dst=rank + 1, tag=i))
             inputs[i], outputs[i] = inp, out
             peak = max(peak, len(outputs))
         else:
-            if rank == p - 1:
-                start = timeline.mark() if timeline is not None else None
-                outputs[i].backward()
-            else:
+            grad = None                                        # the last stage starts from its loss
+            if rank < p - 1:
                 grad = torch.empty_like(outputs[i])
-                dist.recv(grad, src=rank + 1, tag=i)
-                start = timeline.mark() if timeline is not None else None
-                outputs[i].backward(grad)
+                dist.recv(grad, src=rank + 1, tag=i)           # wait for the next stage's gradient
+            start = clock()
+            outputs[i].backward(grad)
+            stamp(a, start)
             if rank > 0:
                 pending.append(dist.isend(inputs[i].grad, dst=rank - 1, tag=i))
-            del inputs[i], outputs[i]   # this micro-batch's activations can go
-        if timeline is not None:
-            timeline.records.append((str(a), start, timeline.mark()))
+            del inputs[i], outputs[i]                          # this micro-batch's activations can go
     for work in pending:
         work.wait()
     return losses, peak

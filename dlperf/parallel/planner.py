@@ -171,12 +171,12 @@ class Plan:
     step_s: float
     sent_bytes: dict[str, float] = field(default_factory=dict)
     comm_s: dict[str, float] = field(default_factory=dict)
+    hardware_memory: float = float("inf")
 
     @property
     def fits(self) -> bool:
+        """Feasible, and the estimated bytes per GPU fit in the GPU's memory."""
         return self.feasible and self.memory.total <= self.hardware_memory
-
-    hardware_memory: float = float("inf")
 
 
 def plan(model: Transformer, strategy: Strategy, batch_sequences: int, hardware: Hardware = A100_80GB,
@@ -227,7 +227,5 @@ def plan(model: Transformer, strategy: Strategy, batch_sequences: int, hardware:
     flops = (8 if st.recompute == "full" else 6) * model.params * tokens / st.gpus
     compute = flops / (hardware.flops * mfu)
     bubble = (p - 1) / (m + p - 1)
-    result = Plan(st, st.gpus, not reasons, "; ".join(reasons), m, params_gpu, memory, bubble, flops, compute,
-                  compute / (1 - bubble), sent, comm_s)
-    result.hardware_memory = hardware.memory
-    return result
+    return Plan(st, st.gpus, not reasons, "; ".join(reasons), m, params_gpu, memory, bubble, flops, compute,
+                compute / (1 - bubble), sent, comm_s, hardware.memory)

@@ -452,6 +452,7 @@ def dtensor_worker(hidden: int, ffn: int, tokens: int, seed: int = 0, sequence_p
     return {
         "rank": rank, "world": world, "sequence_parallel": sequence_parallel,
         "output": _cpu(y), "input_grad": _cpu(x.grad),
+        "output_type": type(y).__name__,
         "local_weight_shape": tuple(block[0].weight.to_local().shape),
         "weight_type": type(block[0].weight).__name__,
         "grads": {name: _cpu(p.grad.full_tensor()) for name, p in block.named_parameters()},
