@@ -3,6 +3,7 @@ reading, against timelines worked by hand and schedules written here (not taken 
 
 from __future__ import annotations
 
+from collections import namedtuple
 from fractions import Fraction
 
 import pytest
@@ -10,6 +11,8 @@ import pytest
 from autograder import course
 from autograder.exercises import pipeline_schedule as ps
 from autograder.trusted import CheckFailed
+
+Op = namedtuple("Op", "kind i")
 
 
 def gpipe(p, m):
@@ -77,6 +80,7 @@ def test_deadlocks_are_found_and_explained():
     ([[("F", 0), ("B", 0)], [("F", 0.0), ("B", 0)]], "expected a Python int"),
     ([[("F", 0), ("B", 0)], [("F", True), ("B", 0)]], "expected a Python int"),
     ([[("F", 0), ("B", 0)], [("F", 1), ("B", 0)]], "micro-batch 1 does not exist"),
+    ([[("F", 0), ("B", 0)], [Op("F", 0), ("B", 0)]], r"is Op\(kind='F', i=0\) \(of type Op\)"),
 ])
 def test_malformed_schedules_are_named(schedule, message):
     with pytest.raises(CheckFailed, match=message):

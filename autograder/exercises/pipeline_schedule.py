@@ -50,6 +50,7 @@ from fractions import Fraction
 from typing import Any
 
 from autograder.trusted import CheckFailed, Student, seed
+from dlperf.grading.wire import Opaque
 
 __all__ = ["ALLOWED_IMPORTS", "Deadlock", "Run", "cases", "check_bubble", "check_gpipe", "check_memory", "check_valid",
            "complete", "execute", "makespan", "peak_activations", "static_findings", "timeline", "times", "well_formed"]
@@ -70,7 +71,7 @@ class Deadlock(CheckFailed):
 
 def show(op: Any) -> str:
     """``("B", 3)`` as the student wrote it."""
-    if isinstance(op, (tuple, list)) and len(op) == 2 and isinstance(op[0], str) and type(op[1]) is int:
+    if type(op) in (tuple, list) and len(op) == 2 and type(op[0]) is str and type(op[1]) is int:
         return f'("{op[0]}", {op[1]})'
     text = repr(op)
     return text if len(text) <= 40 else text[:37] + "..."
@@ -82,7 +83,8 @@ def makespan(p: int, m: int, forward: int, backward: int) -> int:
 
 
 def _typename(value: Any) -> str:
-    return type(value).__name__
+    """``of type str``; an object the wire does not carry (a namedtuple, a numpy integer) by its own type's name."""
+    return f"of type {value.type if isinstance(value, Opaque) else type(value).__name__}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -91,29 +93,32 @@ def _typename(value: Any) -> str:
 
 
 def well_formed(schedule: Any, p: int, m: int, case: str) -> list[list[Op]]:
-    """The schedule as ``p`` lists of ``(kind, i)`` tuples, or :class:`CheckFailed` saying what is wrong with it."""
-    if not isinstance(schedule, (list, tuple)):
-        raise CheckFailed(f"{case}: returned {show(schedule)} (a {_typename(schedule)}), expected a list of p = {p} "
+    """The schedule as ``p`` lists of ``(kind, i)`` tuples, or :class:`CheckFailed` saying what is wrong with it.
+
+    Types are exact (a namedtuple is not a tuple, a numpy integer or a bool not an int), so that the self-checks,
+    which see the student's objects, agree with the hidden checks, which see what crossed the wire."""
+    if type(schedule) not in (list, tuple):
+        raise CheckFailed(f"{case}: returned {show(schedule)} ({_typename(schedule)}), expected a list of p = {p} "
                           "lists, one per stage")
     if len(schedule) != p:
         raise CheckFailed(f"{case}: returned {len(schedule)} stage lists, expected one per stage: p = {p}")
     stages: list[list[Op]] = []
     for s, ops in enumerate(schedule):
-        if not isinstance(ops, (list, tuple)):
-            raise CheckFailed(f"{case}: stage {s}'s operations are {show(ops)} (a {_typename(ops)}), expected a list "
+        if type(ops) not in (list, tuple):
+            raise CheckFailed(f"{case}: stage {s}'s operations are {show(ops)} ({_typename(ops)}), expected a list "
                               'of (kind, micro-batch) pairs such as ("F", 0)')
         row: list[Op] = []
         for k, op in enumerate(ops):
             where = f"{case}: stage {s}, operation {k} of its list"
-            if not isinstance(op, (list, tuple)) or len(op) != 2:
-                raise CheckFailed(f"{where} is {show(op)} (a {_typename(op)}), expected a pair (kind, micro-batch) "
-                                  'such as ("F", 0) or ("B", 2)')
+            if type(op) not in (list, tuple) or len(op) != 2:
+                raise CheckFailed(f"{where} is {show(op)} ({_typename(op)}), expected a pair (kind, micro-batch) "
+                                  'such as ("F", 0) or ("B", 2): a plain tuple or list')
             kind, i = op
             if type(kind) is not str or kind not in KINDS:
-                raise CheckFailed(f'{where}: the kind is {show(kind)} (a {_typename(kind)}), expected the string "F" '
+                raise CheckFailed(f'{where}: the kind is {show(kind)} ({_typename(kind)}), expected the string "F" '
                                   '(forward) or "B" (backward)')
             if type(i) is not int:
-                raise CheckFailed(f"{where}: the micro-batch is {show(i)} (a {_typename(i)}), expected a Python int")
+                raise CheckFailed(f"{where}: the micro-batch is {show(i)} ({_typename(i)}), expected a Python int")
             if not 0 <= i < m:
                 raise CheckFailed(f"{where}: micro-batch {i} does not exist: with m = {m} the micro-batches are "
                                   f"0 to {m - 1}")
