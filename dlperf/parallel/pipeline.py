@@ -95,7 +95,11 @@ def gpipe(p: int, m: int) -> Schedule:
 
 
 def one_f_one_b(p: int, m: int) -> Schedule:
-    """1F1B: stage ``s`` warms up with ``w = min(p-1-s, m)`` forwards, alternates F and B, then drains."""
+    """1F1B: stage ``s`` warms up with ``w = min(p-1-s, m)`` forwards, alternates F and B, then drains.
+
+    >>> [" ".join(map(str, actions)) for actions in one_f_one_b(2, 3)]
+    ['F0 F1 B0 F2 B1 B2', 'F0 B0 F1 B1 F2 B2']
+    """
     _check(p, m)
     schedule = []
     for s in range(p):
@@ -112,7 +116,11 @@ SCHEDULES: dict[str, Callable[[int, int], Schedule]] = {"GPipe": gpipe, "1F1B": 
 
 
 def bubble_fraction(p: int, m: int) -> float:
-    """``(p - 1) / (m + p - 1)``: the idle fraction of GPipe and 1F1B with equal stages and free transfers."""
+    """``(p - 1) / (m + p - 1)``: the idle fraction of GPipe and 1F1B with equal stages and free transfers.
+
+    >>> bubble_fraction(4, 8) == 3 / 11
+    True
+    """
     _check(p, m)
     return (p - 1) / (m + p - 1)
 
