@@ -92,6 +92,9 @@ def test_traffic_per_block(ranks):
         assert [(c.kind, c.nbytes) for c in r["sp"]["profiled"]] == [(k, n) for k, _, n in kinds]
         # all-gather + reduce-scatter send (t-1)/t S each: the same bytes as the all-reduce they replace
         assert T.Traffic(sp).sent(2, "forward") == T.Traffic(tp).sent(2, "forward") == S
+        timing = r["tp"]["timing"]       # measured in alternating rounds, the same number of calls on every rank
+        assert [m.label for m in timing] == ["step", "collectives alone"]
+        assert all(m.repeats == 15 and m.median > 0 for m in timing)
         dt, dsp = r["dtensor"], r["dtensor_sp"]
         assert dt["forward_counts"] == {"all_reduce": 1} and dt["backward_counts"] == {"all_reduce": 1}
         assert dsp["forward_counts"] == {"all_gather_into_tensor": 1, "reduce_scatter_tensor": 1}

@@ -377,14 +377,20 @@ def _cpu(t: torch.Tensor | None) -> torch.Tensor | None:
 
 
 def hand_worker(hidden: int, ffn: int, tokens: int, seed: int = 0, sequence_parallel: bool = False,
-                profile: bool = True) -> dict[str, Any]:
+                profile: bool = True, timed: bool = False) -> dict[str, Any]:
     """One rank of the hand-written MLP block: forward, backward, and what each sent.
 
     Returns this rank's output (its token shard under sequence parallelism), the input gradient
     (idem), its parameter shards' gradients, the :class:`Traffic` record of one forward and
     backward pass, and, with ``profile``, the process-group operations ``torch.profiler`` saw in
     a second pass (:meth:`dlperf.trace.Trace.collectives`): two counts from two sources.
+
+    With ``timed``, also ``"timing"``: :func:`dlperf.benchmark_interleaved` of a whole step
+    (forward and backward, with its collectives) and of the same collectives alone, on tensors of
+    the same sizes, in alternating rounds.  The numbers of calls are fixed, so that every rank
+    calls the collectives equally often.
     """
+    from ..bench import benchmark_interleaved
     from ..trace import record
 
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -414,6 +420,22 @@ def hand_worker(hidden: int, ffn: int, tokens: int, seed: int = 0, sequence_para
     }
     if profile:
         out["profiled"] = record(step, warmup=0, shapes=True).collectives()
+    if timed:
+        first = out["traffic"]                     # one step's collectives (the record grows with every step)
+        buffers = [torch.zeros(c.elements, device=device) for c in first]
+        kinds = [c.kind for c in first]
+
+        def collectives_alone() -> None:
+            for kind, buf in zip(kinds, buffers):
+                if kind == "all-reduce":
+                    dist.all_reduce(buf)
+                elif kind == "all-gather":
+                    dist.all_gather_single(buf, buf.chunk(world)[rank].clone())
+                else:
+                    dist.reduce_scatter_single(buf.chunk(world)[rank].clone(), buf)
+
+        out["timing"] = benchmark_interleaved({"step": step, "collectives alone": collectives_alone},
+                                              rounds=3, repeat=5, number=10, warmup=2, device=device)
     return out
 
 
@@ -480,7 +502,7 @@ def chapter_worker(hidden: int, ffn: int, tokens: int, seed: int = 0) -> dict[st
     """Everything the chapter runs on the ranks, in one process group (processes start once)."""
     return {
         "layers": layers_worker(hidden, ffn, tokens, seed),
-        "tp": hand_worker(hidden, ffn, tokens, seed, sequence_parallel=False),
+        "tp": hand_worker(hidden, ffn, tokens, seed, sequence_parallel=False, timed=True),
         "sp": hand_worker(hidden, ffn, tokens, seed, sequence_parallel=True),
         "dtensor": dtensor_worker(hidden, ffn, tokens, seed, sequence_parallel=False),
         "dtensor_sp": dtensor_worker(hidden, ffn, tokens, seed, sequence_parallel=True),
