@@ -10,6 +10,10 @@ autograder:
 * :mod:`dlperf.probe` -- a probe of the reader's machine used live by the hardware chapter;
 * :mod:`dlperf.cluster` -- a simulated cluster (alpha-beta links, exact accounting) for the
   multi-device chapters, their widgets and the graded exercises;
+* :mod:`dlperf.kernels` -- GPUs from the inside: Triton kernels (compiled on a GPU, interpreted on a CPU),
+  their memory traffic counted, a systolic-array simulator, per-layer resources;
+* :mod:`dlperf.parallel` -- model parallelism: tensor-parallel layers, pipeline schedules and their
+  simulator, real-rank stages, a strategy planner;
 * :mod:`dlperf.memory` -- training-memory accounting (formulas, ZeRO, saved activations);
 * :mod:`dlperf.data` -- offline data sets (Fashion-MNIST files when present, else shipped digits);
 * :mod:`dlperf.launch` -- real process groups started from a notebook (gloo / NCCL);
