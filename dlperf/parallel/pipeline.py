@@ -483,8 +483,9 @@ def torch_worker(schedule: str, m: int, width: int, depth: int, rows: int, steps
     ``traced``, lets ``pipeline()`` trace the whole model and cut it at ``SplitPoint`` markers before
     the first block of every stage but the first (``pipe.build_stage``).  ``ScheduleGPipe`` or
     ``Schedule1F1B`` splits the batch into ``m`` micro-batches and calls ``loss_fn`` on each; it
-    adds the micro-batches' gradients after dividing each loss by ``m`` (its default scaling),
-    which for equal micro-batches is the gradient of the whole batch's mean.
+    accumulates the micro-batches' gradients and, by default (``scale_grads=True``), divides them by
+    ``m`` after the last backward pass, which for equal micro-batches is the gradient of the whole
+    batch's mean (the losses it reports are the micro-batches' own, unscaled).
     """
     import warnings
 

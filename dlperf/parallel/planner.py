@@ -18,7 +18,8 @@ stage (the first: it also holds the token embedding):
 * **bytes sent per step** (ring collectives, bandwidth term only): tensor parallelism 4
   all-reduces of ``2 s b h`` bytes per layer and micro-batch (2 forward, 2 backward; 6 with full
   recomputation), each ``2 (t-1)/t`` of it; pipeline activations and gradients, ``2 s b h / t``
-  each per micro-batch (Megatron's scatter/gather of the replicated activation); data
+  each per micro-batch (Megatron's scatter/gather of the replicated activation), what an *inner*
+  stage sends (the first stage sends only the activations, the last only the gradients); data
   parallelism :func:`dlperf.memory.zero_communication_bytes` of ``P_gpu``;
 * **time**: ``6 P`` FLOPs per token (``8 P`` with full recomputation; attention's ``s^2`` term
   is left out, Kaplan et al. 2020) at a given fraction of peak (MFU), stretched by the bubble
