@@ -161,7 +161,7 @@ def secret_lines(assignment: str, min_length: int = 16, solutions: bool = True) 
                     secret.update(line.strip() for line in inside)
                 text = "\n".join(outside)
             public.update(line.strip() for line in text.splitlines())
-    for path in [*sorted((REPO / "book").glob("*.md")), *sorted((REPO / "dlperf").glob("*.py"))]:
+    for path in [*sorted((REPO / "book").glob("*.md")), *sorted((REPO / "dlperf").rglob("*.py"))]:
         public.update(line.strip() for line in path.read_text().splitlines())
     return {line for line in secret - public if len(line) >= min_length}
 

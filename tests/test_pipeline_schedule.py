@@ -115,3 +115,31 @@ def test_the_instructor_solution_passes_the_source_reading_and_every_fixture_say
     for path in fixtures:
         snippet = course.Snippet.parse(path)
         assert snippet.why and sum(snippet.expect.values()) < 10, path.name
+
+
+class _Schedules:
+    """Stands in for the student's process: ``call("gpipe", p, m)`` answers with ``make(p, m)``."""
+
+    def __init__(self, make):
+        self.make = make
+
+    def call(self, name, p, m):
+        assert name == "gpipe"
+        return self.make(p, m)
+
+
+def test_gpipe_is_accepted_with_its_backwards_in_either_order_but_the_same_on_every_stage():
+    pm, times = [(1, 1), (3, 1), (4, 6), (2, 5), (8, 32)], [(1, 2), (3, 1)]
+    paper = gpipe                                                          # m-1, ..., 0
+    pytorch = lambda p, m: [[("F", i) for i in range(m)] + [("B", i) for i in range(m)] for _ in range(p)]  # noqa: E731
+    for make in (paper, pytorch):
+        ps.check_gpipe(_Schedules(make), [], pm, times)
+
+    def mixed(p, m):
+        return [paper(p, m)[s] if s % 2 else pytorch(p, m)[s] for s in range(p)]
+
+    with pytest.raises(CheckFailed, match=r"p=2, m=2.*same order"):   # each stage alone is fine, not together
+        ps.check_gpipe(_Schedules(mixed), [], [(2, 2)], times)
+    shuffled = lambda p, m: [[("F", i) for i in range(m)] + [("B", 1), ("B", 0), ("B", 2)] for _ in range(p)]  # noqa: E731
+    with pytest.raises(CheckFailed, match=r"backwards run in the order"):
+        ps.check_gpipe(_Schedules(shuffled), [], [(2, 3)], times)

@@ -357,22 +357,28 @@ def _on_time(run: Run, case: str, gate: str, hint: str) -> None:
 
 def check_gpipe(student: Student, source: Sequence[tuple[str, str]], pm: list[tuple[int, int]],
                 timing: list[tuple[int, int]] = TIMES) -> None:
-    """GPipe: on every stage the m forwards in order 0..m-1, then the m backwards in order m-1..0; it runs in
-    ``(m + p - 1)(f + b)``.  ``source``: the solution cell (:func:`autograder.trusted.solution_parts`)."""
+    """GPipe: on every stage the m forwards in order 0..m-1, then the m backwards, in the order 0..m-1
+    (PyTorch's ``ScheduleGPipe``) or m-1..0 (the GPipe paper's figure); it runs in ``(m + p - 1)(f + b)``.
+    ``source``: the solution cell (:func:`autograder.trusted.solution_parts`)."""
     _refuse_shortcuts(source, "gpipe")
     for p, m in pm:
         case = _case(p, m, "gpipe")
         stages = _schedule(student, "gpipe", p, m)
+        forwards = [("F", i) for i in range(m)]
+        backwards = ([("B", i) for i in range(m)], [("B", i) for i in reversed(range(m))])
         for s, ops in enumerate(stages):
-            for k, op in enumerate(ops):
-                kind, i = ("F", k) if k < m else ("B", 2 * m - 1 - k)
-                if op != (kind, i):
-                    raise CheckFailed(f"{case}: stage {s}'s operation {k} is {show(op)}, expected {show((kind, i))}: "
-                                      "GPipe runs all m forwards in the order 0, 1, ..., m-1, then all m backwards in "
-                                      "the reverse order m-1, ..., 0 (the last micro-batch's backward first, as "
-                                      "its activations are the newest)")
+            ops = list(ops)
+            for k, op in enumerate(ops[:m]):
+                if op != forwards[k]:
+                    raise CheckFailed(f"{case}: stage {s}'s operation {k} is {show(op)}, expected {show(forwards[k])}: "
+                                      "GPipe runs all m forwards first, in the order 0, 1, ..., m-1")
+            if ops[m:] not in backwards:
+                raise CheckFailed(f"{case}: stage {s}'s backwards run in the order "
+                                  f"{' '.join(show(op) for op in ops[m:])}: after its m forwards, GPipe runs the m "
+                                  "backwards in the order 0, 1, ..., m-1 or in the order m-1, ..., 0")
         for f, b in timing:
-            _on_time(_executed(stages, case, f, b), case, "", "")
+            _on_time(_executed(stages, case, f, b), case, "",
+                     "do all stages run their backwards in the same order?")
 
 
 def check_valid(student: Student, source: Sequence[tuple[str, str]], pm: list[tuple[int, int]]) -> None:
