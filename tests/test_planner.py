@@ -63,3 +63,20 @@ def test_zero3_sends_three_halves_of_ddp():
     fsdp = PL.plan(TINY, PL.Strategy(dp=4, zero=3), batch_sequences=8)
     assert fsdp.sent_bytes["data"] == pytest.approx(1.5 * ddp.sent_bytes["data"])
     assert fsdp.memory.model_state == pytest.approx(16 * TINY.params / 4)
+
+
+def test_gpipe_and_full_recomputation_by_hand():
+    # GPipe: the first stage holds all m = 4 micro-batches, 2 layers x 4 x 32 (10 + 24/2 + 2.5) bytes
+    st = PL.Strategy(dp=2, tp=2, pp=2, zero=0, sequence_parallel=False, recompute="none", schedule="GPipe")
+    r = PL.plan(TINY, st, batch_sequences=8)
+    assert r.microbatches == 4 and r.memory.activations == 2 * 4 * 32 * 24.5
+    # full recomputation: each layer keeps its input, 2 s b h = 64 bytes (32 with the tokens split over t = 2
+    # by sequence parallelism), for the 2 micro-batches 1F1B's first stage holds; the forward pass runs twice,
+    # so 6 all-reduces per layer instead of 4, and 8 P FLOPs per token instead of 6
+    st = PL.Strategy(dp=2, tp=2, pp=2, zero=0, sequence_parallel=False, recompute="full")
+    r = PL.plan(TINY, st, batch_sequences=8)
+    assert r.memory.activations == 2 * 2 * 64
+    assert r.sent_bytes["tensor"] == 6 * (2 * 1 / 2 * 64) * 2 * 4
+    assert r.flops_per_gpu == 8 * 2280 * 32 / 8
+    sp = PL.plan(TINY, PL.Strategy(dp=2, tp=2, pp=2, zero=0, recompute="full"), batch_sequences=8)
+    assert sp.memory.activations == 2 * 2 * 32
