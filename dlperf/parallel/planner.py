@@ -104,7 +104,9 @@ class Hardware:
 
 #: NVIDIA A100 80GB SXM (A100 datasheet, 2021): 312 TFLOP/s dense BF16, 80 GB, NVLink 600 GB/s in
 #: both directions together (300 GB/s each way); 200 Gbit/s = 25 GB/s per GPU to the network, as on
-#: the clusters Llama 2 was trained on (Touvron et al. 2023, section 2.2.1); 8 GPUs per node.
+#: the clusters Llama 2 was trained on (Touvron et al. 2023, section 2.2.1); 8 GPUs per node.  The
+#: memory is NVIDIA's "80GB" read as 80e9 bytes; the board reports 81920 MiB (80 GiB, 85.9e9 bytes), so
+#: the "fits" of a plan keeps about 7% in reserve for the CUDA context, workspaces and fragmentation.
 A100_80GB = Hardware("A100 80GB SXM", flops=312e12, memory=80e9, intra_node=300e9, network=25e9, gpus_per_node=8)
 
 
