@@ -10,7 +10,8 @@ import pytest
 
 from autograder import course
 
-EXERCISES = ["allreduce", "compile_clean", "gradscaler", "no_sync_loop", "pipeline_schedule", "ring_allreduce"]
+EXERCISES = ["allreduce", "compile_clean", "gradscaler", "no_sync_loop", "pipeline_schedule", "ring_allreduce",
+             "triton_softmax"]
 MARKERS = (course.BEGIN_SOLUTION, course.END_SOLUTION, course.BEGIN_HIDDEN, course.END_HIDDEN)
 
 
