@@ -164,14 +164,20 @@ def check_values(host: Student, x: torch.Tensor, where: str) -> None:
 
 
 def check_traffic(host: Student, x: torch.Tensor, where: str) -> dict[str, Any]:
-    """The bytes every launch of ``softmax(x)`` loaded and stored, counted by the interpreter: at least the
-    minimum each (every element read and written), at most :data:`TRAFFIC_FACTOR` times it in all."""
+    """One launch of ``softmax(x)`` with one program per row, and the bytes its programs loaded and stored,
+    counted by the interpreter: at least the minimum each (every element read and written), at most
+    :data:`TRAFFIC_FACTOR` times it in all."""
     where = f"{where}: {describe(x)}"
     report = _run(host, x, where)
     loaded, stored = report["loaded"], report["stored"]
     if type(loaded) is not int or type(stored) is not int:
         raise CheckFailed(f"{where}: the probe's report is malformed (your code interfered with it)")
     need = minimum_bytes(x.shape[0], x.shape[1], x.element_size())
+    launches = report["launches"]
+    grids = [launch.get("grid") if isinstance(launch, dict) else None for launch in launches]
+    if grids != [[x.shape[0], 1, 1]]:
+        raise CheckFailed(f"{where}: softmax made {len(grids)} launch(es) with grid(s) {grids}; the specification "
+                          f"asks for one launch with one program per row, grid ({x.shape[0]},)")
     kernels = ", ".join(f"{launch.get('kernel')}[{launch.get('programs')} programs]" for launch in report["launches"]
                         if isinstance(launch, dict))
     said = (f"the kernel(s) ({kernels}) loaded {loaded:,} B and stored {stored:,} B; a softmax must load and store "
