@@ -12,6 +12,11 @@ socket; they join one process group (:mod:`dlperf.grading.relay`) whose
 messages all pass through this process's :class:`~autograder.trusted.relay.Relay`.
 The time of a call is taken here, from the first request to the last answer.
 A deadlock ends the call at once with what each rank waits for.
+``collectives=True`` offers the relayed collectives (broadcast, all_reduce,
+all_gather, reduce_scatter, barrier: computed and counted by the relay; their
+counters are in :attr:`traffic`, and :attr:`collective_log` lists each one of
+the last call in order); by default the group has point-to-point operations
+only, and the relay refuses a collective whatever the rank's process does.
 :meth:`freeze` stops every process of the ranks (``SIGSTOP``) while something
 else is timed, so that code left running in the background cannot slow a
 reference run down.
@@ -36,11 +41,13 @@ class Ranks:
     """``n`` hosts running ``solution`` as ranks 0..n-1 of one relayed process group."""
 
     def __init__(self, *solution: Any, n: int, parts: Sequence[tuple[str, str]] | None = None,
-                 forbid: Sequence[str] = (), timeout: float = 60.0):
+                 forbid: Sequence[str] = (), timeout: float = 60.0, collectives: bool = False):
         if n < 1:
             raise ValueError("n >= 1 ranks")
         self.n = n
         self.timeout = timeout
+        self.collectives = collectives
+        self.collective_log: list[dict[str, Any]] = []
         self.students = [Student(*solution, parts=parts, forbid=forbid, relay=True, timeout=timeout)
                          for _ in range(n)]
         self.relay: Relay | None = None
@@ -56,9 +63,10 @@ class Ranks:
             for student in self.students:
                 student.start()
             socks = [s.process.relay for s in self.students]  # type: ignore[union-attr]
-            self.relay = Relay(socks, on_stall=self._stall)  # type: ignore[arg-type]
+            self.relay = Relay(socks, on_stall=self._stall, collectives=self.collectives)  # type: ignore[arg-type]
             for rank, student in enumerate(self.students):
-                student._result(*student._request({"op": "relay", "rank": rank, "world": self.n},
+                student._result(*student._request({"op": "relay", "rank": rank, "world": self.n,
+                                                   "collectives": self.collectives},
                                                   _encoder(), 30.0))
         except BaseException:
             self.close()
@@ -84,11 +92,18 @@ class Ranks:
             if student.process is not None:
                 student.process.kill()
 
-    def call(self, name: str, args: Sequence[Sequence[Any]], *, timeout: float | None = None) -> list[Any]:
+    def probe(self, probe: str, args: Sequence[Sequence[Any]], *, timeout: float | None = None) -> list[Any]:
+        """The public probe ``dlperf.grading.probes.<probe>`` on every rank at once, with ``args[r]`` on rank
+        ``r`` (after the student's module); the results by rank, as :meth:`call`."""
+        return self.call(probe, args, timeout=timeout, _probe=True)
+
+    def call(self, name: str, args: Sequence[Sequence[Any]], *, timeout: float | None = None,
+             _probe: bool = False) -> list[Any]:
         """``name(*args[r])`` on every rank at once; the results by rank.
 
         :attr:`traffic` (per rank, counted by the relay) and :attr:`seconds`
-        (this process's clock) describe this call afterwards.
+        (this process's clock) describe this call afterwards, and :attr:`collective_log` its
+        collectives.
         """
         if len(args) != self.n:
             raise ValueError(f"one argument tuple per rank ({self.n})")
@@ -101,7 +116,9 @@ class Ranks:
 
         def run(rank: int) -> None:
             try:
-                results[rank] = self.students[rank].call(name, *args[rank], _timeout=timeout or self.timeout)
+                student = self.students[rank]
+                run_it = student.probe if _probe else student.call
+                results[rank] = run_it(name, *args[rank], _timeout=timeout or self.timeout)
             except BaseException as exc:  # noqa: BLE001 - collected, reported below
                 errors[rank] = exc
             finally:
@@ -115,6 +132,7 @@ class Ranks:
             thread.join()
         self.seconds = time.perf_counter() - start
         self.traffic = [t.as_dict() for t in relay.traffic]
+        self.collective_log = [dict(c) for c in relay.collectives]
         if self._stalled is not None:
             raise CheckFailed(f"{self.n} ranks: {self._stalled}")
         if relay.problem is not None:

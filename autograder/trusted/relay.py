@@ -10,6 +10,30 @@ as on gloo), and counts, with counters no student code can reach:
 * per rank: bytes and messages sent and received, the peers it sent to;
 * per directed pair: bytes.
 
+Collectives, only when the group was opened with ``collectives=True``
+(:class:`~autograder.trusted.Ranks`; otherwise a rank that posts one fails the
+run, whatever its own process allows): ``broadcast``, ``allreduce`` (sum),
+``allgather``, ``reduce_scatter`` (sum) and ``barrier``.  Each rank posts its
+contribution; the relay numbers each rank's collectives itself (the k-th
+collective of every rank is one operation), waits until every rank has posted
+the k-th, requires the same operation, root, dtype and size from all (a
+mismatch fails every rank with both calls named), computes the result itself
+(in the tensors' dtype, summing ranks 0, 1, ..., n-1 in that order) and
+delivers it.  A rank that never posts is a deadlock, reported like a
+point-to-point one.  With S the bytes of one rank's tensor (``numel`` elements
+of the dtype: the tensor broadcast or reduced, each rank's input to an
+all-gather, each rank's output of a reduce-scatter), the counters are, per rank:
+
+* ``collective_calls``: calls per operation;
+* ``bytes_contributed``: bytes the rank sends in: broadcast, S from the root and
+  0 from the others; allreduce S; allgather S; reduce_scatter n*S; barrier 0;
+* ``bytes_delivered``: bytes the relay writes into the rank's tensors:
+  broadcast S to every rank but the root (0 there); allreduce S; allgather n*S;
+  reduce_scatter S; barrier 0.
+
+and :attr:`Relay.collectives` logs each completed collective in order (operation,
+root, dtype, numel, bytes contributed and delivered per rank).
+
 It also sees who is waiting for what: when every rank that is still inside
 the graded call waits on an operation that nothing can complete, that is a
 deadlock, reported at once with each rank's pending operations (``on_stall``).
@@ -46,11 +70,15 @@ class Traffic:
     messages_sent: int = 0
     messages_received: int = 0
     peers_sent: set[int] = field(default_factory=set)
+    collective_calls: dict[str, int] = field(default_factory=dict)
+    bytes_contributed: int = 0
+    bytes_delivered: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {"bytes_sent": self.bytes_sent, "bytes_received": self.bytes_received,
                 "messages_sent": self.messages_sent, "messages_received": self.messages_received,
-                "peers_sent": sorted(self.peers_sent)}
+                "peers_sent": sorted(self.peers_sent), "collective_calls": dict(self.collective_calls),
+                "bytes_contributed": self.bytes_contributed, "bytes_delivered": self.bytes_delivered}
 
 
 @dataclass
@@ -72,6 +100,25 @@ class _Recv:
     nbytes: int
 
 
+@dataclass
+class _Coll:
+    rank: int
+    op_id: int
+    sig: tuple[str, int, str, int]    # operation, root, dtype, numel
+    data: bytes
+
+
+COLLECTIVES = ("broadcast", "allreduce", "allgather", "reduce_scatter", "barrier")
+
+
+def _describe(sig: tuple[str, int, str, int]) -> str:
+    kind, root, dtype, numel = sig
+    if kind == "barrier":
+        return "barrier"
+    what = f"{kind} of {numel} {dtype} elements"
+    return f"{what} from rank {root}" if kind == "broadcast" else what
+
+
 def _size(n: int) -> str:
     return f"{n} bytes" if n < 10_000 else f"{n / 1e6:.3g} MB"
 
@@ -79,8 +126,14 @@ def _size(n: int) -> str:
 class Relay:
     """Routes and counts the messages of ``len(socks)`` ranks (rank ``i`` on ``socks[i]``)."""
 
-    def __init__(self, socks: list[socket.socket], on_stall: Callable[[str], None] | None = None):
+    def __init__(self, socks: list[socket.socket], on_stall: Callable[[str], None] | None = None,
+                 collectives: bool = False):
         self.n = len(socks)
+        self.allow_collectives = collectives
+        self.coll_seq = [0] * self.n                 # the number of collectives each rank has posted
+        self.coll_open: dict[int, dict[int, _Coll]] = {}
+        self.open_colls: dict[tuple[int, int], int] = {}
+        self.collectives: list[dict[str, Any]] = []
         self.chans = [wire.Channel(s) for s in socks]
         self.on_stall = on_stall
         self.lock = threading.RLock()
@@ -112,6 +165,10 @@ class Relay:
         with self.lock:
             self.traffic = [Traffic() for _ in range(self.n)]
             self.pair_bytes = {}
+            self.collectives = []
+            self.coll_seq = [0] * self.n
+            self.coll_open = {}
+            self.open_colls = {}
 
     def begin(self, ranks: set[int]) -> None:
         """These ranks are now inside the graded call."""
@@ -192,9 +249,12 @@ class Relay:
                 self.open_recvs[(rank, op_id)] = recv
                 self.recvs[rank].append(recv)
                 self._match(rank)
+            elif op == "coll":
+                self._post_collective(rank, header, buffers)
             elif op == "wait":
                 op_id = int(header["id"])
-                if (rank, op_id) in self.open_sends or (rank, op_id) in self.open_recvs:
+                if ((rank, op_id) in self.open_sends or (rank, op_id) in self.open_recvs
+                        or (rank, op_id) in self.open_colls):
                     self.waiting[rank] = op_id
                     self._check_stall()
             else:
@@ -235,6 +295,83 @@ class Relay:
         self.outboxes[recv.rank].put(({"op": "deliver", "id": recv.op_id, "src": send.rank}, [send.data]))
         self.outboxes[send.rank].put(({"op": "sent", "id": send.op_id}, []))
 
+    # -- collectives ----------------------------------------------------------------------------
+
+    def _post_collective(self, rank: int, header: dict[str, Any], buffers: list[bytes]) -> None:
+        import torch
+
+        op_id, kind = int(header["id"]), str(header["kind"])
+        if kind not in COLLECTIVES:
+            raise ValueError("collective")
+        if not self.allow_collectives:
+            message = (f"rank {rank} called the collective {kind}: this process group has point-to-point operations "
+                       "only (send, recv, isend, irecv, batch_isend_irecv)")
+            self.outboxes[rank].put(({"op": "error", "id": op_id, "message": message}, []))
+            self._fail(message)
+            return
+        root, dtype, numel = int(header.get("root", -1)), str(header.get("dtype", "")), int(header.get("numel", 0))
+        if kind == "barrier":
+            root, dtype, numel = -1, "", 0
+        elif dtype not in wire.DTYPES or numel < 0:
+            raise ValueError("dtype or size")
+        if kind != "broadcast":
+            root = -1
+        elif not 0 <= root < self.n:
+            raise ValueError("root")
+        size = numel * (wire.DTYPES[dtype].itemsize if dtype else 0)
+        data = b"".join(buffers)
+        want = {"broadcast": size if rank == root else 0, "allreduce": size, "allgather": size,
+                "reduce_scatter": self.n * size, "barrier": 0}[kind]
+        if len(data) != want or (kind in ("allreduce", "reduce_scatter") and dtype in ("bool",)):
+            raise ValueError("contribution")
+        seq = self.coll_seq[rank]
+        self.coll_seq[rank] += 1
+        sig = (kind, root, dtype, numel)
+        entry = self.coll_open.setdefault(seq, {})
+        first = next(iter(entry.values()), None)
+        t = self.traffic[rank]
+        t.collective_calls[kind] = t.collective_calls.get(kind, 0) + 1
+        t.bytes_contributed += len(data)
+        if first is not None and first.sig != sig:
+            self._fail(f"collective #{seq + 1}: rank {first.rank} called {_describe(first.sig)} while rank {rank} "
+                       f"called {_describe(sig)}: every rank must call the same collectives in the same order, with "
+                       "the same root, dtype and size")
+            return
+        entry[rank] = _Coll(rank, op_id, sig, data)
+        self.open_colls[(rank, op_id)] = seq
+        if len(entry) < self.n:
+            return
+        del self.coll_open[seq]
+        posts = [entry[r] for r in range(self.n)]
+        out: list[list[bytes]]
+        if kind == "broadcast":
+            out = [[] if r == root else [posts[root].data] for r in range(self.n)]
+        elif kind == "barrier":
+            out = [[] for _ in range(self.n)]
+        elif kind == "allgather":
+            out = [[p.data for p in posts] for _ in range(self.n)]
+        else:
+            tdtype = wire.DTYPES[dtype]
+            parts = [torch.frombuffer(bytearray(p.data), dtype=tdtype) if p.data else torch.empty(0, dtype=tdtype)
+                     for p in posts]
+            total = parts[0].clone()
+            for part in parts[1:]:
+                total = total + part
+            raw = total.view(torch.uint8).numpy().tobytes() if total.numel() else b""
+            if kind == "allreduce":
+                out = [[raw] for _ in range(self.n)]
+            else:
+                out = [[raw[r * size:(r + 1) * size]] for r in range(self.n)]
+        delivered = [sum(len(b) for b in bufs) for bufs in out]
+        for r, post in enumerate(posts):
+            self.open_colls.pop((r, post.op_id), None)
+            if self.waiting.get(r) == post.op_id:
+                del self.waiting[r]
+            self.traffic[r].bytes_delivered += delivered[r]
+            self.outboxes[r].put(({"op": "deliver", "id": post.op_id, "src": root}, out[r]))
+        self.collectives.append({"op": kind, "root": root, "dtype": dtype, "numel": numel,
+                                 "contributed": [len(p.data) for p in posts], "delivered": delivered})
+
     # -- stalls ---------------------------------------------------------------------------------
 
     def _describe_pending(self) -> list[str]:
@@ -245,6 +382,11 @@ class Relay:
         for (rank, _), recv in sorted(self.open_recvs.items()):
             source = "any rank" if recv.src == -1 else f"rank {recv.src}"
             lines.append(f"rank {rank} waits to receive {_size(recv.nbytes)} from {source} (tag {recv.tag})")
+        for seq, entry in sorted(self.coll_open.items()):
+            missing = [r for r in range(self.n) if r not in entry]
+            sig = next(iter(entry.values())).sig
+            lines.append(f"ranks {sorted(entry)} wait in collective #{seq + 1} ({_describe(sig)}), which rank"
+                         f"{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} never called")
         return lines
 
     def _check_stall(self) -> None:

@@ -440,7 +440,8 @@ class Host:
 
                     if self.relay_fd is None:
                         raise RuntimeError("this process has no relay channel")
-                    relay.join(socket.socket(fileno=self.relay_fd), int(header["rank"]), int(header["world"]))
+                    relay.join(socket.socket(fileno=self.relay_fd), int(header["rank"]), int(header["world"]),
+                               collectives=bool(header.get("collectives", False)))
                     self.chan.send({"op": "done", "ok": None})
                 elif op == "exit":
                     self.chan.send({"op": "done", "ok": None})

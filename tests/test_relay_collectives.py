@@ -1,0 +1,139 @@
+"""The relay's collectives (``Ranks(..., collectives=True)``): results computed by the relay, counters, refusals.
+
+Every expected value here is plain arithmetic on the inputs; the ranks are hosts
+joined only by the relay (:mod:`autograder.trusted.relay`).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from autograder.trusted import CheckFailed, Ranks
+
+RANKS = '''
+import torch
+import torch.distributed as dist
+
+
+def run(x, root):
+    """Every collective once, in a fixed order; returns what each produced on this rank."""
+    rank, n = dist.get_rank(), dist.get_world_size()
+    out = {}
+    b = x.clone() if rank == root else torch.zeros_like(x)
+    dist.broadcast(b, src=root)
+    out["broadcast"] = b
+    a = x.clone()
+    dist.all_reduce(a)
+    out["allreduce"] = a
+    gathered = [torch.empty_like(x) for _ in range(n)]
+    dist.all_gather(gathered, x)
+    out["allgather"] = torch.stack(gathered)
+    flat = torch.empty(n * x.numel(), dtype=x.dtype)
+    dist.all_gather_into_tensor(flat, x)
+    out["allgather_flat"] = flat
+    parts = list((x.repeat(n) * (torch.arange(n * x.numel()) + 1).to(x.dtype)).split(x.numel()))
+    mine = torch.empty_like(x)
+    dist.reduce_scatter(mine, parts)
+    out["reduce_scatter"] = mine
+    mine2 = torch.empty_like(x)
+    dist.reduce_scatter_tensor(mine2, torch.cat(parts))
+    out["reduce_scatter_flat"] = mine2
+    handle = dist.broadcast(x.clone() if rank == root else torch.zeros_like(x), src=root, async_op=True)
+    handle.wait()
+    w = x.clone()
+    works = [dist.all_reduce(w, async_op=True), dist.barrier(async_op=True)]
+    for work in works:
+        work.wait()
+    out["async_allreduce"] = w
+    return out
+
+
+def mismatch():
+    t = torch.ones(3 + dist.get_rank())
+    dist.all_reduce(t)
+
+
+def wrong_root():
+    t = torch.ones(2)
+    dist.broadcast(t, src=dist.get_rank())
+
+
+def absent():
+    if dist.get_rank() == 0:
+        dist.barrier()
+
+
+def collective():
+    dist.all_reduce(torch.ones(2))
+'''
+
+
+def _inputs(n: int, dtype: torch.dtype) -> list[torch.Tensor]:
+    return [(torch.arange(5) * (r + 1) - 3 * r).to(dtype) for r in range(n)]
+
+
+@pytest.mark.parametrize("n, dtype", [(2, torch.float32), (3, torch.int64)])
+def test_collectives_compute_and_count_like_plain_arithmetic(n, dtype):
+    xs = _inputs(n, dtype)
+    root = n - 1
+    with Ranks(parts=[("<ranks>", RANKS)], n=n, collectives=True) as ranks:
+        outs = ranks.call("run", [(x, root) for x in xs])
+        log, traffic = ranks.collective_log, ranks.traffic
+    weights = (torch.arange(n * 5) + 1).to(dtype)
+    total = xs[0].clone()
+    for x in xs[1:]:
+        total = total + x
+    for r, out in enumerate(outs):
+        assert torch.equal(out["broadcast"], xs[root])
+        assert torch.equal(out["allreduce"], total) and torch.equal(out["async_allreduce"], total)
+        assert torch.equal(out["allgather"], torch.stack(xs))
+        assert torch.equal(out["allgather_flat"], torch.cat(xs))
+        expected = sum((x.repeat(n) * weights).split(5)[r] for x in xs)
+        assert torch.equal(out["reduce_scatter"], expected) and torch.equal(out["reduce_scatter_flat"], expected)
+    s = 5 * xs[0].element_size()
+    assert [c["op"] for c in log] == ["broadcast", "allreduce", "allgather", "allgather", "reduce_scatter",
+                                      "reduce_scatter", "broadcast", "allreduce", "barrier"]
+    assert log[0]["root"] == root and log[0]["contributed"] == [s if r == root else 0 for r in range(n)]
+    assert log[0]["delivered"] == [0 if r == root else s for r in range(n)]
+    for r, t in enumerate(traffic):
+        assert t["collective_calls"] == {"broadcast": 2, "allreduce": 2, "allgather": 2, "reduce_scatter": 2,
+                                         "barrier": 1}
+        root_bytes = 2 * s if r == root else 0
+        assert t["bytes_contributed"] == root_bytes + 2 * s + 2 * s + 2 * n * s
+        assert t["bytes_delivered"] == (0 if r == root else 2 * s) + 2 * s + 2 * n * s + 2 * s
+        assert t["bytes_sent"] == t["messages_sent"] == 0
+
+
+def test_mismatched_collectives_fail_every_rank_with_both_calls_named():
+    with Ranks(parts=[("<ranks>", RANKS)], n=2, collectives=True, timeout=20) as ranks:
+        with pytest.raises(CheckFailed, match=r"collective #1: rank \d called allreduce of \d float32 elements while "
+                                              r"rank \d called allreduce of \d float32"):
+            ranks.call("mismatch", [()] * 2)
+    with Ranks(parts=[("<ranks>", RANKS)], n=2, collectives=True, timeout=20) as ranks:
+        with pytest.raises(CheckFailed, match="from rank 0 while rank . called broadcast of 2 float32 elements from "
+                                              "rank 1|from rank 1 while rank . called broadcast of 2 float32 "
+                                              "elements from rank 0"):
+            ranks.call("wrong_root", [()] * 2)
+
+
+def test_a_rank_that_never_calls_the_collective_is_a_deadlock():
+    with Ranks(parts=[("<ranks>", RANKS)], n=2, collectives=True, timeout=20) as ranks:
+        with pytest.raises(CheckFailed, match=r"deadlock(.|\n)*collective #1 \(barrier\), which rank 1 never called"):
+            ranks.call("absent", [()] * 2)
+
+
+def test_the_relay_refuses_collectives_the_group_was_not_opened_with():
+    with Ranks(parts=[("<ranks>", RANKS)], n=2) as ranks:
+        with pytest.raises(CheckFailed, match="is a collective operation"):
+            ranks.call("collective", [()] * 2)
+    # the rank's own switch is not what decides: a rank that turns it on is refused by the relay
+    with Ranks(parts=[("<ranks>", RANKS + '''
+
+def forced():
+    dist.distributed_c10d._get_default_group()._collectives = True
+    dist.all_reduce(torch.ones(2))
+''')], n=2) as ranks:
+        with pytest.raises(CheckFailed, match="called the collective allreduce: this process group has "
+                                              "point-to-point operations only"):
+            ranks.call("forced", [()] * 2)
