@@ -1,8 +1,8 @@
 """The interpreter's byte counter (dlperf.kernels.traffic) against kernels counted by hand.
 
 Every expected number here is worked out from the kernel's indexing, not from the counter: a copy, a masked
-ragged vector add, strided loads in 32-byte sectors, and the naive and tiled matrix products against their
-closed forms (with ragged edges, where the masks matter).
+ragged vector add, strided loads in 32-byte sectors, the naive and tiled matrix products against their
+closed forms (with ragged edges, where the masks matter), and the fused LayerNorm on ragged rows.
 """
 
 from __future__ import annotations
@@ -129,12 +129,44 @@ def test_tiling_beats_naive_on_the_same_product():
     assert traffic.loaded_bytes == naive.loaded_bytes + tiled.loaded_bytes
 
 
-def test_fused_softmax_reads_and_writes_once():
-    x = torch.randn(6, 50)
+@pytest.mark.parametrize("M,N,offset", [(6, 50, 0.0), (5, 33, 100.0), (3, 1, 0.0), (4, 64, 0.0), (7, 257, -30.0),
+                                        (2, 1000, 5.0)])
+def test_fused_layer_norm_reads_each_row_once(M, N, offset):
+    # One program per row with a block of next_power_of_2(N) lanes (N - those are masked): program i loads
+    # its N elements of x and the N elements of the weight and of the bias, and stores N elements of y.
+    # Summed over the M programs: loads 3 M N s, stores M N s. An offset makes the mean large, so a masked
+    # lane left in the variance ((0 - mean)^2) would show in the values.
+    g = torch.Generator().manual_seed(M * 1000 + N)
+    x = torch.randn(M, N, generator=g) * 3 + offset
+    w, b = torch.randn(N, generator=g), torch.randn(N, generator=g)
     with count_traffic() as traffic:
-        y = T.softmax(x)
-    torch.testing.assert_close(y, torch.softmax(x, dim=1))
-    assert traffic.last.loaded_bytes == traffic.last.stored_bytes == 6 * 50 * 4   # 64-lane blocks, 14 masked
+        y = T.layer_norm(x, w, b)
+    torch.testing.assert_close(y, torch.nn.functional.layer_norm(x, (N,), w, b))
+    launch = traffic.last
+    assert launch.kernel == "layer_norm_kernel" and launch.grid == (M, 1, 1)
+    assert launch.loaded_bytes == 3 * M * N * 4 and launch.stored_bytes == M * N * 4
+    assert all(p == {"load": 3 * N * 4, "store": N * 4} for p in launch.per_program().values())
+    least = (2 * M * N + 2 * N) * 4                      # x read once, y written once, weight and bias once
+    assert launch.nbytes - least == 2 * (M - 1) * N * 4  # the weight and bias read again by every other row
+
+
+def test_fused_layer_norm_half_computes_in_float32():
+    x = (torch.randn(8, 100) * 2 + 50).half()            # a sum of 100 float16 values near 50 loses digits
+    w, b = torch.randn(100).half(), torch.randn(100).half()
+    with count_traffic() as traffic:
+        y = T.layer_norm(x, w, b)
+    assert y.dtype == torch.float16
+    expected = torch.nn.functional.layer_norm(x.float(), (100,), w.float(), b.float()).half()
+    torch.testing.assert_close(y, expected, rtol=2e-3, atol=2e-3)
+    assert traffic.last.loaded_bytes == 3 * 8 * 100 * 2 and traffic.last.stored_bytes == 8 * 100 * 2
+
+
+def test_fused_layer_norm_refuses_what_it_cannot_do():
+    x = torch.randn(4, 10)
+    with pytest.raises(ValueError, match="contiguous rows"):
+        T.layer_norm(x.t(), torch.ones(4), torch.zeros(4))
+    with pytest.raises(ValueError, match="10 elements"):
+        T.layer_norm(x, torch.ones(9), torch.zeros(10))
 
 
 def test_torch_op_chain_counted_per_operator():

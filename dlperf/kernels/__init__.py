@@ -5,7 +5,7 @@ One concept per module:
 * :mod:`dlperf.kernels.mode` -- interpreter or compiled Triton: decided once, before ``triton`` is imported,
   and said out loud (``TRITON_INTERPRET=1`` only where no CUDA device exists);
 * :mod:`dlperf.kernels.triton_kernels` -- the chapter's kernels (vector add, strided copy, naive and tiled
-  matrix products, fused softmax) with their launchers; the same source runs compiled on a GPU and
+  matrix products, fused LayerNorm) with their launchers; the same source runs compiled on a GPU and
   interpreted on a CPU;
 * :mod:`dlperf.kernels.traffic` -- counts the bytes every ``tl.load``/``tl.store`` of an interpreted kernel
   moves, per program and per launch, and the 32-byte sectors they touch;

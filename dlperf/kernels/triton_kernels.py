@@ -18,7 +18,9 @@ Memory traffic of each kernel, with ``s`` bytes per element (what :mod:`dlperf.k
 * :func:`matmul_tiled` with tiles ``BM x BN`` (and ``BK`` along ``K``), sizes divisible by the tiles: each of
   the ``(M/BM)(N/BN)`` programs reads a ``BM x K`` panel of ``A`` and a ``K x BN`` panel of ``B``:
   loads ``M N K s (1/BN + 1/BM)``, stores ``M N s``.
-* :func:`softmax` over the rows of an ``M x N`` matrix: loads ``M N s``, stores ``M N s`` (one pass).
+* :func:`layer_norm` over the rows of an ``M x N`` matrix with a weight and a bias of ``N``: each of the ``M``
+  programs reads its row and the whole weight and bias: loads ``3 M N s``, stores ``M N s`` (one pass over
+  ``x``; the least any implementation moves is ``2 M N s + 2 N s``, the weight and bias read once).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 __all__ = ["MODE", "add", "add_kernel", "strided_load", "strided_load_kernel", "matmul_naive",
-           "matmul_naive_kernel", "matmul_tiled", "matmul_tiled_kernel", "softmax", "softmax_kernel"]
+           "matmul_naive_kernel", "matmul_tiled", "matmul_tiled_kernel", "layer_norm",
+           "layer_norm_kernel"]
 
 
 @triton.jit
@@ -133,21 +136,31 @@ def matmul_tiled(a: torch.Tensor, b: torch.Tensor, block_m: int = 32, block_n: i
 
 
 @triton.jit
-def softmax_kernel(x_ptr, out_ptr, n_cols, stride_x, stride_out, BLOCK: tl.constexpr):
+def layer_norm_kernel(x_ptr, w_ptr, b_ptr, out_ptr, n_cols, stride_x, stride_out, eps, BLOCK: tl.constexpr):
     row = tl.program_id(0)                      # one program per row; the whole row fits in one block
     cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=-float("inf"))
-    x = x - tl.max(x, axis=0)                   # everything below happens in registers
-    e = tl.exp(x)
-    tl.store(out_ptr + row * stride_out + cols, e / tl.sum(e, axis=0), mask=mask)
+    mask = cols < n_cols                        # lanes past the row's end load and store nothing
+    x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)   # accumulate in float32
+    mean = tl.sum(x, axis=0) / n_cols           # a masked lane holds 0: it adds nothing to the sum
+    centred = tl.where(mask, x - mean, 0.0)     # there x - mean would be -mean: keep it out of the variance
+    var = tl.sum(centred * centred, axis=0) / n_cols      # the biased variance, as F.layer_norm uses
+    w = tl.load(w_ptr + cols, mask=mask)        # every program reads the whole weight and bias
+    b = tl.load(b_ptr + cols, mask=mask)
+    tl.store(out_ptr + row * stride_out + cols, centred * tl.rsqrt(var + eps) * w + b, mask=mask)
 
 
-def softmax(x: torch.Tensor) -> torch.Tensor:
-    """Row-wise softmax of a 2-D tensor in one pass: each row is read once and written once."""
+def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """``F.layer_norm(x, (N,), weight, bias, eps)`` of an ``M x N`` tensor in one pass, one program per row.
+
+    Each row of ``x`` is read once and written once; each program also reads the whole ``weight`` and ``bias``.
+    """
     if x.dim() != 2 or x.stride(1) != 1:
-        raise ValueError("softmax expects a 2-D tensor with contiguous rows")
+        raise ValueError("layer_norm expects a 2-D tensor with contiguous rows")
     M, N = x.shape
+    if weight.shape != (N,) or bias.shape != (N,) or not (weight.is_contiguous() and bias.is_contiguous()):
+        raise ValueError(f"weight and bias must be contiguous vectors of {N} elements, "
+                         f"got {tuple(weight.shape)} and {tuple(bias.shape)}")
     out = torch.empty_like(x)
-    softmax_kernel[(M,)](x, out, N, x.stride(0), out.stride(0), BLOCK=triton.next_power_of_2(N))
+    layer_norm_kernel[(M,)](x, weight, bias, out, N, x.stride(0), out.stride(0), eps,
+                            BLOCK=triton.next_power_of_2(N))
     return out
