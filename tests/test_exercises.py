@@ -11,7 +11,7 @@ import pytest
 from autograder import course
 
 EXERCISES = ["allreduce", "compile_clean", "gradscaler", "no_sync_loop", "pipeline_schedule", "ring_allreduce",
-             "triton_softmax"]
+             "triton_softmax", "zero1"]
 MARKERS = (course.BEGIN_SOLUTION, course.END_SOLUTION, course.BEGIN_HIDDEN, course.END_HIDDEN)
 
 

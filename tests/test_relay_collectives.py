@@ -64,6 +64,12 @@ def absent():
         dist.barrier()
 
 
+def raises_on_rank_1():
+    if dist.get_rank() == 1:
+        raise ValueError("optimizer got an empty parameter list")
+    dist.barrier()
+
+
 def collective():
     dist.all_reduce(torch.ones(2))
 '''
@@ -121,6 +127,13 @@ def test_a_rank_that_never_calls_the_collective_is_a_deadlock():
     with Ranks(parts=[("<ranks>", RANKS)], n=2, collectives=True, timeout=20) as ranks:
         with pytest.raises(CheckFailed, match=r"deadlock(.|\n)*collective #1 \(barrier\), which rank 1 never called"):
             ranks.call("absent", [()] * 2)
+
+
+def test_a_rank_that_raises_is_reported_before_the_deadlock_it_causes():
+    with Ranks(parts=[("<ranks>", RANKS)], n=3, collectives=True, timeout=20) as ranks:
+        with pytest.raises(CheckFailed, match=r"rank 1: your code raised ValueError: optimizer got an empty parameter "
+                                              r"list(.|\n)*the other ranks then waited for it: deadlock"):
+            ranks.call("raises_on_rank_1", [()] * 3)
 
 
 def test_the_relay_refuses_collectives_the_group_was_not_opened_with():

@@ -133,11 +133,15 @@ class Ranks:
         self.seconds = time.perf_counter() - start
         self.traffic = [t.as_dict() for t in relay.traffic]
         self.collective_log = [dict(c) for c in relay.collectives]
+        raised = [(r, e) for r, e in enumerate(errors) if isinstance(e, StudentRaised)]
         if self._stalled is not None:
+            if raised:  # a rank that raised left the others waiting for it: its exception is the cause
+                rank, exc = raised[0]
+                raise CheckFailed(f"{self.n} ranks: rank {rank}: {exc}\n(the other ranks then waited for it: "
+                                  f"{self._stalled.splitlines()[0]})")
             raise CheckFailed(f"{self.n} ranks: {self._stalled}")
         if relay.problem is not None:
             raise CheckFailed(f"{self.n} ranks: {relay.problem}")
-        raised = [(r, e) for r, e in enumerate(errors) if isinstance(e, StudentRaised)]
         failed = raised or [(r, e) for r, e in enumerate(errors) if e is not None]
         if failed:
             rank, exc = failed[0]

@@ -1,0 +1,10 @@
+# why: a correct solution that imports torch.distributed.optim (ZeroRedundancyOptimizer) without using it: the reading of the cells refuses the import, so the state, measured in the student's process, is not graded
+# expect: {"zero1-test-values": 4, "zero1-test-state": 0, "zero1-test-traffic": 3}
+# %% zero1-partition: solution
+# %% zero1-optimizer: solution, edited
+<<<<<<< solution
+import torch.distributed as dist
+=======
+import torch.distributed as dist
+from torch.distributed.optim import ZeroRedundancyOptimizer  # noqa: F401 - not used
+>>>>>>> mistake
