@@ -93,17 +93,18 @@ def test_self_checks_fail_on_the_stub_and_pass_with_the_solution(aid, tmp_path):
 @pytest.mark.timeout(1500)
 @pytest.mark.parametrize("aid", EXERCISES)
 def test_plain_nbgrader_gives_the_stated_scores(aid):
-    """The reference solution scores 10/10, the untouched stub 0, fixtures their stated per-cell scores.
+    """The reference solution scores 10/10 and a fixture its stated per-cell scores, through plain nbgrader.
 
     Through plain ``nbgrader autograde`` (what the course supports without the class autograder):
-    the reference, the stub and the first fixture of each exercise (one nbgrader run of about 10 s
-    per notebook: the hidden cells start their own hosts).  Every fixture is graded by the class
-    autograder in tests/test_autograder.py (which gives nbgrader's scores for all of them:
+    the reference and the first fixture of each exercise (about 10 s per notebook: the hidden cells
+    start their own hosts), so that the hidden cells are seen to give full and partial marks when they
+    run in the student's kernel.  The stub and every fixture are graded by the class autograder in
+    tests/test_autograder.py, with the same hidden cells (which gives nbgrader's scores for all of them:
     ``python -m autograder.course grade <id>`` runs them all through nbgrader).
     """
     fixtures = course.snippets(aid)
     assert len(fixtures) >= 5, f"tests/submissions/{aid} needs at least five wrong submissions"
-    rows = course.check_submissions(aid, ["solution", "stub", fixtures[0].stem])
+    rows = course.check_submissions(aid, ["solution", fixtures[0].stem])
     report, wrong = [], []
     for name, expected, graded in rows:
         got = graded.scores
