@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from autograder.trusted import CheckFailed
+from autograder.trusted.reading import parse_cells
 
 __all__ = ["ALLOWED_IMPORTS", "reference", "same_log", "slow_train_epoch", "static_findings"]
 
@@ -232,21 +233,9 @@ def static_findings(parts: Sequence[tuple[str, str]]) -> list[str]:
     ``parts``: ``[(file name, source)]`` (:func:`autograder.trusted.solution_parts`).  Each finding
     is a sentence naming the line; an empty list means the reading found nothing.
     """
-    found: list[str] = []
-    for cell, (_, source) in enumerate(parts, 1):
-        where = f"cell {cell}" if len(parts) > 1 else "your cell"
-        try:
-            tree = ast.parse(source)
-        except SyntaxError as exc:
-            return [f"{where} does not parse: {exc}"]
-        lines = source.splitlines()
-
-        def add(node: ast.AST, what: str) -> None:
-            line = getattr(node, "lineno", 0)
-            text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
-            sentence = f"{where}, line {line} (`{text[:80]}`): {what}"
-            if sentence not in found:
-                found.append(sentence)
+    cells, found = parse_cells(parts)
+    for cell in cells:
+        tree, add = cell.tree, cell.add
 
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):

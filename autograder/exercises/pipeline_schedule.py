@@ -50,6 +50,7 @@ from fractions import Fraction
 from typing import Any
 
 from autograder.trusted import CheckFailed, Student, seed
+from autograder.trusted.reading import parse_cells
 from dlperf.grading.wire import Opaque
 
 __all__ = ["ALLOWED_IMPORTS", "Deadlock", "Run", "cases", "check_bubble", "check_gpipe", "check_memory", "check_valid",
@@ -274,21 +275,9 @@ def timeline(run: Run, width: int = 0) -> str:
 def static_findings(parts: Sequence[tuple[str, str]]) -> list[str]:
     """What the solution cells' source (``[(file name, source)]``, never run here) uses that a schedule does not need
     and that reaches the chapter's ready-made schedules: each finding a sentence naming the line."""
-    found: list[str] = []
-    for cell, (_, source) in enumerate(parts, 1):
-        where = f"cell {cell}" if len(parts) > 1 else "your cell"
-        try:
-            tree = ast.parse(source)
-        except SyntaxError as exc:
-            return [f"{where} does not parse: {exc}"]
-        lines = source.splitlines()
-
-        def add(node: ast.AST, what: str) -> None:
-            line = getattr(node, "lineno", 0)
-            text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
-            sentence = f"{where}, line {line} (`{text[:80]}`): {what}"
-            if sentence not in found:
-                found.append(sentence)
+    cells, found = parse_cells(parts)
+    for cell in cells:
+        tree, add = cell.tree, cell.add
 
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):

@@ -39,6 +39,7 @@ import torch.nn.functional as F  # noqa: N812
 from dlperf.grading.probes import zero1 as probe
 
 from autograder.trusted import CheckFailed, Ranks, StudentRaised, seed
+from autograder.trusted.reading import parse_cells
 
 __all__ = ["ALLOWED_IMPORTS", "check", "expected_state_bytes", "partition", "reference", "static_findings"]
 
@@ -260,21 +261,9 @@ def static_findings(parts: Sequence[tuple[str, str]]) -> list[str]:
     Imports beyond ``torch`` and ``math`` (and ``torch.distributed.optim``), ``ZeroRedundancyOptimizer``,
     private attributes (``self._name`` is allowed, and ``__init__``), ``getattr`` and friends.
     """
-    found: list[str] = []
-    for cell, (_, source) in enumerate(parts, 1):
-        where = f"cell {cell}" if len(parts) > 1 else "your cell"
-        try:
-            tree = ast.parse(source)
-        except SyntaxError as exc:
-            return [f"{where} does not parse: {exc}"]
-        lines = source.splitlines()
-
-        def add(node: ast.AST, what: str) -> None:
-            line = getattr(node, "lineno", 0)
-            text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
-            sentence = f"{where}, line {line} (`{text[:80]}`): {what}"
-            if sentence not in found:
-                found.append(sentence)
+    cells, found = parse_cells(parts)
+    for cell in cells:
+        tree, add = cell.tree, cell.add
 
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
