@@ -72,6 +72,21 @@ def raises_on_rank_1():
 
 def collective():
     dist.all_reduce(torch.ones(2))
+
+
+def timeline(blocking):
+    from dlperf.grading.relay import mark
+
+    a, b = torch.ones(2), torch.ones(3)
+    first = dist.all_reduce(a, async_op=not blocking)
+    mark("a")
+    second = dist.all_reduce(b, async_op=not blocking)
+    mark("b")
+    if not blocking:
+        first.wait()
+        second.wait()
+    mark("end", flush=True)
+    return float(a.sum() + b.sum())
 '''
 
 
@@ -150,3 +165,18 @@ def forced():
         with pytest.raises(CheckFailed, match="called the collective allreduce: this process group has "
                                               "point-to-point operations only"):
             ranks.call("forced", [()] * 2)
+
+
+def test_the_timeline_orders_each_ranks_posts_waits_and_marks():
+    with Ranks(parts=[("<ranks>", RANKS)], n=2, collectives=True, timeout=20) as ranks:
+        assert ranks.call("timeline", [(False,), (False,)]) == [10.0, 10.0]
+        overlapped = ranks.timeline
+        assert ranks.call("timeline", [(True,), (True,)]) == [10.0, 10.0]
+        blocking = ranks.timeline
+    for events in overlapped:      # posted, marked, posted, marked, then waited: nothing waited for in between
+        assert events[:4] == [("post", 0, "allreduce", 2), ("mark", "a"), ("post", 1, "allreduce", 3), ("mark", "b")]
+        assert events[4] == ("wait", 0) and events[-1] == ("mark", "end")
+        assert set(events[5:-1]) <= {("wait", 1)}
+    for events in blocking:        # each blocking all_reduce is waited for before the next mark
+        assert events == [("post", 0, "allreduce", 2), ("wait", 0), ("mark", "a"), ("post", 1, "allreduce", 3),
+                          ("wait", 1), ("mark", "b"), ("mark", "end")]

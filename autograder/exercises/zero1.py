@@ -29,7 +29,6 @@ reading of the cell that refuses what a forgery would need.
 
 from __future__ import annotations
 
-import ast
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -39,13 +38,11 @@ import torch.nn.functional as F  # noqa: N812
 from dlperf.grading.probes import zero1 as probe
 
 from autograder.trusted import CheckFailed, Ranks, StudentRaised, seed
-from autograder.trusted.reading import parse_cells
+from autograder.trusted.reading import parse_cells, refuse_hiding
 
 __all__ = ["ALLOWED_IMPORTS", "check", "expected_state_bytes", "partition", "reference", "static_findings"]
 
 ALLOWED_IMPORTS = {"torch", "math"}
-HIDING_NAMES = {"getattr", "setattr", "delattr", "globals", "locals", "vars", "exec", "eval", "compile",
-                "__import__", "breakpoint"}
 TOLERANCE = {"rtol": 1e-5, "atol": 1e-6}
 STEPS = 3
 
@@ -262,31 +259,10 @@ def static_findings(parts: Sequence[tuple[str, str]]) -> list[str]:
     private attributes (``self._name`` is allowed, and ``__init__``), ``getattr`` and friends.
     """
     cells, found = parse_cells(parts)
+    why = "uses torch's ZeroRedundancyOptimizer (write the sharding yourself)"
     for cell in cells:
-        tree, add = cell.tree, cell.add
-
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-                for module in modules:
-                    parts_ = module.split(".")
-                    if (parts_[0] not in ALLOWED_IMPORTS or any(p.startswith("_") for p in parts_[1:])
-                            or module.startswith("torch.distributed.optim")):
-                        add(node, f"imports {module} (the exercise needs only torch, torch.distributed and math)")
-                if isinstance(node, ast.ImportFrom):
-                    for a in node.names:
-                        if a.name.startswith("_"):
-                            add(node, f"imports the private name {a.name}")
-            elif isinstance(node, ast.Attribute):
-                on_self = isinstance(node.value, ast.Name) and node.value.id == "self"
-                if node.attr == "ZeroRedundancyOptimizer":
-                    add(node, "uses torch's ZeroRedundancyOptimizer (write the sharding yourself)")
-                elif node.attr.startswith("__") and node.attr != "__init__":
-                    add(node, f"uses the special attribute {node.attr} (not needed here)")
-                elif node.attr.startswith("_") and not on_self:
-                    add(node, f"uses the private attribute {node.attr} (not needed here)")
-            elif isinstance(node, ast.Name) and node.id in HIDING_NAMES:
-                add(node, f"uses {node.id}() (not needed here; it can hide what the code calls)")
-            elif isinstance(node, ast.Name) and node.id == "ZeroRedundancyOptimizer":
-                add(node, "uses torch's ZeroRedundancyOptimizer (write the sharding yourself)")
+        refuse_hiding(cell, ALLOWED_IMPORTS, "torch, torch.distributed and math",
+                      refused={"ZeroRedundancyOptimizer": why,
+                               "torch.distributed.optim": "imports torch.distributed.optim (the exercise needs "
+                                                          "only torch, torch.distributed and math)"})
     return found

@@ -14,8 +14,9 @@ The time of a call is taken here, from the first request to the last answer.
 A deadlock ends the call at once with what each rank waits for.
 ``collectives=True`` offers the relayed collectives (broadcast, all_reduce,
 all_gather, reduce_scatter, barrier: computed and counted by the relay; their
-counters are in :attr:`traffic`, and :attr:`collective_log` lists each one of
-the last call in order); by default the group has point-to-point operations
+counters are in :attr:`traffic`, :attr:`collective_log` lists each one of
+the last call in order, and :attr:`timeline` each rank's posts, waits and
+probe marks in its own order); by default the group has point-to-point operations
 only, and the relay refuses a collective whatever the rank's process does.
 :meth:`freeze` stops every process of the ranks (``SIGSTOP``) while something
 else is timed, so that code left running in the background cannot slow a
@@ -48,6 +49,7 @@ class Ranks:
         self.timeout = timeout
         self.collectives = collectives
         self.collective_log: list[dict[str, Any]] = []
+        self.timeline: list[list[tuple[Any, ...]]] = []
         self.students = [Student(*solution, parts=parts, forbid=forbid, relay=True, timeout=timeout)
                          for _ in range(n)]
         self.relay: Relay | None = None
@@ -133,6 +135,7 @@ class Ranks:
         self.seconds = time.perf_counter() - start
         self.traffic = [t.as_dict() for t in relay.traffic]
         self.collective_log = [dict(c) for c in relay.collectives]
+        self.timeline = [list(events) for events in relay.timeline]
         raised = [(r, e) for r, e in enumerate(errors) if isinstance(e, StudentRaised)]
         if self._stalled is not None:
             if raised:  # a rank that raised left the others waiting for it: its exception is the cause

@@ -34,6 +34,16 @@ all-gather, each rank's output of a reduce-scatter), the counters are, per rank:
 and :attr:`Relay.collectives` logs each completed collective in order (operation,
 root, dtype, numel, bytes contributed and delivered per rank).
 
+:attr:`Relay.timeline` keeps, per rank, what that rank did in the order the
+relay received it: ``("post", k, operation, numel)`` when it posted its k-th
+collective (``k`` from 0), ``("wait", k)`` when it started waiting for it (a
+``Work.wait()`` on a result that had not arrived), and ``("mark", label)`` for a
+mark (:func:`dlperf.grading.relay.mark`, sent by a grader's probe, e.g. from a
+gradient hook).  One rank's frames arrive in the order it sent them, so the
+timeline orders its events exactly, with no clock: it shows, for instance,
+that a bucket's all-reduce was posted before the backward pass computed the next
+gradient, and that the rank did not wait for it until the pass had ended.
+
 It also sees who is waiting for what: when every rank that is still inside
 the graded call waits on an operation that nothing can complete, that is a
 deadlock, reported at once with each rank's pending operations (``on_stall``).
@@ -134,6 +144,8 @@ class Relay:
         self.coll_open: dict[int, dict[int, _Coll]] = {}
         self.open_colls: dict[tuple[int, int], int] = {}
         self.collectives: list[dict[str, Any]] = []
+        self.timeline: list[list[tuple[Any, ...]]] = [[] for _ in range(self.n)]
+        self.coll_ids: dict[tuple[int, int], int] = {}   # (rank, op id) -> the collective's number k
         self.chans = [wire.Channel(s) for s in socks]
         self.on_stall = on_stall
         self.lock = threading.RLock()
@@ -166,6 +178,8 @@ class Relay:
             self.traffic = [Traffic() for _ in range(self.n)]
             self.pair_bytes = {}
             self.collectives = []
+            self.timeline = [[] for _ in range(self.n)]
+            self.coll_ids = {}
             self.coll_seq = [0] * self.n
             self.coll_open = {}
             self.open_colls = {}
@@ -251,8 +265,14 @@ class Relay:
                 self._match(rank)
             elif op == "coll":
                 self._post_collective(rank, header, buffers)
+            elif op == "mark":
+                self.timeline[rank].append(("mark", str(header.get("label", ""))[:80]))
+                if "id" in header:     # a flush: the rank waits until the relay has taken the mark
+                    self.outboxes[rank].put(({"op": "sent", "id": int(header["id"])}, []))
             elif op == "wait":
                 op_id = int(header["id"])
+                if (rank, op_id) in self.coll_ids:
+                    self.timeline[rank].append(("wait", self.coll_ids[(rank, op_id)]))
                 if ((rank, op_id) in self.open_sends or (rank, op_id) in self.open_recvs
                         or (rank, op_id) in self.open_colls):
                     self.waiting[rank] = op_id
@@ -326,6 +346,8 @@ class Relay:
             raise ValueError("contribution")
         seq = self.coll_seq[rank]
         self.coll_seq[rank] += 1
+        self.coll_ids[(rank, op_id)] = seq
+        self.timeline[rank].append(("post", seq, kind, numel))
         sig = (kind, root, dtype, numel)
         entry = self.coll_open.setdefault(seq, {})
         first = next(iter(entry.values()), None)
