@@ -312,8 +312,8 @@ def test_feedback_export_status_report(graded_class: dict) -> None:
     assert report.is_file() and "reference" in report.read_text()
 
 
-@pytest.mark.parametrize("assignment", ["allreduce", "compile_clean", "no_sync_loop", "pipeline_schedule",
-                                        "ring_allreduce", "triton_softmax", "zero1"])
+@pytest.mark.parametrize("assignment", ["allreduce", "compile_clean", "ddp_buckets", "no_sync_loop",
+                                        "pipeline_schedule", "ring_allreduce", "triton_softmax", "zero1"])
 def test_every_fixture_of_the_other_exercises(assignment: str, tmp_path: Path) -> None:
     """The reference, the stub and every wrong-submission fixture get their stated per-cell scores.
 

@@ -134,7 +134,8 @@ def test_a_rebuild_takes_every_notebook_from_the_execution_cache(book):
 EXERCISE_CHAPTERS = {"book/multi-gpu": "allreduce", "book/parameter-servers": "ring_allreduce",
                      "book/mixed-precision": "gradscaler", "book/async": "no_sync_loop",
                      "book/compilers": "compile_clean", "book/model-parallelism": "pipeline_schedule",
-                     "book/gpu-kernels": "triton_softmax", "book/memory": "zero1"}
+                     "book/gpu-kernels": "triton_softmax", "book/memory": "zero1",
+                     "book/ddp": "ddp_buckets"}
 
 
 def _links(page: Path) -> list[str]:
