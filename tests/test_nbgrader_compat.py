@@ -13,9 +13,11 @@ outcome stated here (``better``).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -220,16 +222,22 @@ def _autograded(root: Path, student: str, name: str) -> str | None:
     return path.read_text() if path.is_file() else None
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_the_autograder_grades_nbgraders_fixtures_as_nbgrader_does(case: Case, tmp_path: Path, bubblewrap: None) -> None:
-    if not FILES.is_dir():
-        pytest.skip("nbgrader's test files are not installed")
-    students = sorted(case.submissions)
-    plain = _course(case, tmp_path / "plain")
-    ours = _copy(case, plain, tmp_path / "ours")
+@dataclass
+class Graded:
+    """One case graded both ways: the two course roots and the class autograder's exit status and output."""
+
+    plain: Path
+    ours: Path
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _grade_both(case: Case, base: Path) -> Graded:
+    plain = _course(case, base / "plain")
+    ours = _copy(case, plain, base / "ours")
     # Both graders at once, each on its own copy of the same course: plain nbgrader, and the class
     # autograder in nbgrader-compatible mode (nothing in these notebooks asks for trusted checks).
-    course.alembic_on_path()
     ours_run = subprocess.Popen([sys.executable, "-m", "autograder", "--course", str(ours), "grade", "ps1",
                                  "--workers=1", f"--cell-timeout={case.cell_timeout:g}", "--timeout=300"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=course.REPO)
@@ -238,6 +246,34 @@ def test_the_autograder_grades_nbgraders_fixtures_as_nbgrader_does(case: Case, t
         stdout, stderr = ours_run.communicate(timeout=600)
     finally:
         ours_run.kill()
+    return Graded(plain, ours, ours_run.returncode, stdout, stderr)
+
+
+@pytest.fixture(scope="module")
+def graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, bubblewrap: None
+           ) -> dict[str, Future]:
+    """The selected cases, graded two at a time (each case's two graders side by side, as above), in the order
+    the tests run: a case is a few single-threaded process starts and short kernels, so a second case
+    keeps the second core busy; nothing here is timed closer than a 5 s sleep against a 30 s limit."""
+    names = [item.callspec.params["case"].name for item in request.session.items
+             if item.module is request.module and hasattr(item, "callspec") and "case" in item.callspec.params]
+    course.alembic_on_path()
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="nbgrader-case")
+    by_name = {c.name: c for c in CASES}
+    futures = {name: pool.submit(_grade_both, by_name[name],
+                                 tmp_path_factory.mktemp(re.sub(r"\W+", "_", name)))
+               for name in dict.fromkeys(names) if FILES.is_dir()}
+    yield futures
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_the_autograder_grades_nbgraders_fixtures_as_nbgrader_does(case: Case, graded: dict[str, Future]) -> None:
+    if not FILES.is_dir():
+        pytest.skip("nbgrader's test files are not installed")
+    students = sorted(case.submissions)
+    run = graded[case.name].result(timeout=900)
+    plain, ours, stdout, stderr = run.plain, run.ours, run.stdout, run.stderr
 
     # Plain nbgrader: what its own test expects (else this case is wrong, not the autograder).
     expected = {s: {nb: float(v) for nb, v in notebooks.items()} for s, notebooks in case.scores.items()}
@@ -250,7 +286,7 @@ def test_the_autograder_grades_nbgraders_fixtures_as_nbgrader_does(case: Case, t
         assert _scores(plain, [student], "late_submission_penalty")[student]["p1"] == penalty, (case.name, student)
 
     # The class autograder: the same scores.
-    assert ours_run.returncode == 0, stdout[-3000:] + stderr[-3000:]
+    assert run.returncode == 0, stdout[-3000:] + stderr[-3000:]
     assert "graded in nbgrader mode" in stdout
     with Writer(f"sqlite:///{ours / 'gradebook.db'}", ours) as writer:
         records = {r["student"]: r for r in writer.records("ps1")}
