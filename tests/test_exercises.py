@@ -4,6 +4,11 @@ self-checks, and hidden tests that give every wrong submission its expected scor
 from __future__ import annotations
 
 import json
+import multiprocessing
+import shutil
+import tempfile
+from concurrent.futures import Future, ProcessPoolExecutor
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -63,11 +68,11 @@ def test_the_leak_check_finds_a_solution_line_pasted_into_a_page():
     assert course.leaked_lines("ring_allreduce", f"<p>harmless</p>\n    {line}\n") == [line]
 
 
-def _execute(nb, tmp_path):
+def _execute(nb, path):
     from nbclient import NotebookClient
 
     NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+                   resources={"metadata": {"path": str(path)}}).execute()
     return nb
 
 
@@ -76,23 +81,59 @@ def _errors(nb) -> dict[str, bool]:
             for c in nb.cells if _meta(c).get("grade_id", "").endswith("-check")}
 
 
+# The two slow tests of each exercise (its notebooks executed, its submissions graded by nbgrader) are
+# jobs run two at a time, each in a fresh process of its own, so that both cores work: the class
+# autograder grades two submissions at once on this machine anyway, so the hidden checks see no more
+# contention than in every class run.  Each test waits for its own exercise's job and checks its
+# result exactly as it would have run it itself.
+
+
+def _self_check_job(aid: str) -> tuple[dict[str, bool], dict[str, bool], str]:
+    """The stub and the reference executed as a student runs them (in a fresh process of the pool)."""
+    folder = Path(tempfile.mkdtemp(prefix=f"dlperf-selfcheck-{aid}-"))
+    try:
+        stub = _execute(nbformat.read(course.release_notebook(aid), as_version=4), folder)
+        solved = _execute(course.reference_submission(aid), folder)
+        return _errors(stub), _errors(solved), json.dumps([c.get("outputs", []) for c in solved.cells])
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _nbgrader_job(aid: str) -> list[tuple[str, dict[str, float], course.Graded]]:
+    """The reference and the first fixture graded by nbgrader's autograde (in a fresh process of the pool)."""
+    fixtures = course.snippets(aid)
+    assert len(fixtures) >= 5, f"tests/submissions/{aid} needs at least five wrong submissions"
+    return course.check_submissions(aid, ["solution", fixtures[0].stem], progress=False)
+
+
+JOBS = {"test_self_checks_fail_on_the_stub_and_pass_with_the_solution": _self_check_job,
+        "test_plain_nbgrader_gives_the_stated_scores": _nbgrader_job}
+
+
+@pytest.fixture(scope="module")
+def slow_jobs(request) -> dict[tuple[str, str], Future]:
+    """The jobs of the selected slow tests, submitted at once, in the order the tests run, to two processes."""
+    wanted = [(item.originalname, item.callspec.params["aid"]) for item in request.session.items
+              if item.module is request.module and item.originalname in JOBS and hasattr(item, "callspec")]
+    pool = ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn"))
+    futures = {key: pool.submit(JOBS[key[0]], key[1]) for key in dict.fromkeys(wanted)}
+    yield futures
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("aid", EXERCISES)
-def test_self_checks_fail_on_the_stub_and_pass_with_the_solution(aid, tmp_path):
-    stub = _execute(nbformat.read(course.release_notebook(aid), as_version=4), tmp_path)
-    failing = _errors(stub)
+def test_self_checks_fail_on_the_stub_and_pass_with_the_solution(aid, slow_jobs):
+    failing, passing, text = slow_jobs["test_self_checks_fail_on_the_stub_and_pass_with_the_solution", aid].result()
     assert failing and all(failing.values()), f"self-checks that pass on the stub: {failing}"
-    solved = _execute(course.reference_submission(aid), tmp_path)
-    passing = _errors(solved)
     assert passing and not any(passing.values()), f"self-checks that fail on the solution: {passing}"
-    text = json.dumps([c.get("outputs", []) for c in solved.cells])
     assert "Self-check" in text  # the table was printed
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
 @pytest.mark.parametrize("aid", EXERCISES)
-def test_plain_nbgrader_gives_the_stated_scores(aid):
+def test_plain_nbgrader_gives_the_stated_scores(aid, slow_jobs):
     """The reference solution scores 10/10 and a fixture its stated per-cell scores, through plain nbgrader.
 
     Through plain ``nbgrader autograde`` (what the course supports without the class autograder):
@@ -102,9 +143,7 @@ def test_plain_nbgrader_gives_the_stated_scores(aid):
     tests/test_autograder.py, with the same hidden cells (which gives nbgrader's scores for all of them:
     ``python -m autograder.course grade <id>`` runs them all through nbgrader).
     """
-    fixtures = course.snippets(aid)
-    assert len(fixtures) >= 5, f"tests/submissions/{aid} needs at least five wrong submissions"
-    rows = course.check_submissions(aid, ["solution", fixtures[0].stem])
+    rows = slow_jobs["test_plain_nbgrader_gives_the_stated_scores", aid].result()
     report, wrong = [], []
     for name, expected, graded in rows:
         got = graded.scores
