@@ -256,7 +256,8 @@ def graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     the tests run: a case is a few single-threaded process starts and short kernels, so a second case
     keeps the second core busy; nothing here is timed closer than a 5 s sleep against a 30 s limit."""
     names = [item.callspec.params["case"].name for item in request.session.items
-             if item.module is request.module and hasattr(item, "callspec") and "case" in item.callspec.params]
+             if getattr(item, "module", None) is request.module and hasattr(item, "callspec")
+             and "case" in item.callspec.params]
     course.alembic_on_path()
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="nbgrader-case")
     by_name = {c.name: c for c in CASES}

@@ -201,7 +201,8 @@ def gpu_node_wheelhouse(request, tmp_path_factory, package_index) -> Iterator[di
              *W.course_requirements().requirements],
             capture_output=True, text=True, env={**os.environ, "PIP_CONFIG_FILE": os.devnull})
 
-    wanted = any(item.module is request.module and item.originalname == GPU_NODE_TEST for item in request.session.items)
+    wanted = any(getattr(item, "module", None) is request.module and item.originalname == GPU_NODE_TEST
+                 for item in request.session.items)
     thread = threading.Thread(target=build, name="gpu-node-wheelhouse", daemon=True)
     if wanted:
         thread.start()
