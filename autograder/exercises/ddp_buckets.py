@@ -35,9 +35,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-import torch.nn.functional as F  # noqa: N812
 from dlperf.grading.probes import ddp_buckets as probe
 
+from autograder.exercises.data_parallel import train_averaged
 from autograder.trusted import CheckFailed, Ranks, StudentRaised, seed
 from autograder.trusted.reading import parse_cells, refuse_hiding
 
@@ -82,23 +82,8 @@ def bucket_sizes(dims: Sequence[int], cap_bytes: int) -> list[int]:
 def reference(dims: Sequence[int], seed_: int, n: int, steps: int = STEPS, lr: float = LR) -> list[torch.Tensor]:
     """Rank 0's parameters after ``steps`` steps of data-parallel SGD on ``n`` ranks, computed in one process."""
     model = probe.build(dims, seed_, 0)
-    params = list(model.parameters())
-    opt = torch.optim.SGD(params, lr=lr)
-    for step in range(steps):
-        total = None
-        for rank in range(n):
-            model.zero_grad(set_to_none=True)
-            x, y = probe.batch(dims, seed_, rank, step)
-            F.mse_loss(model(x), y).backward()
-            flat = torch.cat([p.grad.reshape(-1) for p in params])
-            total = flat if total is None else total + flat
-        assert total is not None
-        total /= n
-        with torch.no_grad():
-            for p, g in zip(params, total.split([p.numel() for p in params])):
-                p.grad.copy_(g.view_as(p))
-        opt.step()
-    return [p.detach().clone() for p in params]
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    return train_averaged(model, opt, lambda rank, step: probe.batch(dims, seed_, rank, step), n, steps)
 
 
 def step_events(timeline: Sequence[tuple[Any, ...]]) -> list[list[tuple[Any, ...]]]:

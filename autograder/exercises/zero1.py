@@ -34,9 +34,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-import torch.nn.functional as F  # noqa: N812
 from dlperf.grading.probes import zero1 as probe
 
+from autograder.exercises.data_parallel import train_averaged
 from autograder.trusted import CheckFailed, Ranks, StudentRaised, seed
 from autograder.trusted.reading import parse_cells, refuse_hiding
 
@@ -65,23 +65,8 @@ def reference(dims: Sequence[int], seed_: int, n: int, steps: int, optimizer: st
               ) -> list[torch.Tensor]:
     """The parameters after ``steps`` steps of unsharded training with ``torch.optim`` (this process)."""
     model = probe.build(dims, seed_)
-    params = list(model.parameters())
-    opt = probe.OPTIMIZERS[optimizer](params, **kwargs)
-    for step in range(steps):
-        total = None
-        for rank in range(n):
-            model.zero_grad(set_to_none=True)
-            x, y = probe.batch(dims, seed_, rank, step)
-            F.mse_loss(model(x), y).backward()
-            flat = torch.cat([p.grad.reshape(-1) for p in params])
-            total = flat if total is None else total + flat
-        assert total is not None
-        total /= n
-        with torch.no_grad():
-            for p, g in zip(params, total.split([p.numel() for p in params])):
-                p.grad.copy_(g.view_as(p))
-        opt.step()
-    return [p.detach().clone() for p in params]
+    opt = probe.OPTIMIZERS[optimizer](model.parameters(), **kwargs)
+    return train_averaged(model, opt, lambda rank, step: probe.batch(dims, seed_, rank, step), n, steps)
 
 
 def expected_state_bytes(dims: Sequence[int], owned: Sequence[int], optimizer: str, kwargs: dict[str, Any]) -> int:

@@ -28,32 +28,16 @@ from torch import nn
 
 from dlperf.grading.relay import mark
 
-__all__ = ["BATCH", "batch", "build", "train"]
+from . import mlp
+from .mlp import BATCH, batch
 
-BATCH = 4
+__all__ = ["BATCH", "batch", "build", "train"]
 
 
 def build(dims: Sequence[int], seed: int, rank: int = 0) -> nn.Module:
-    """``Linear(dims[0], dims[1]), Tanh, Linear(dims[1], dims[2]), ...``, its parameters drawn from ``seed``
-    and ``rank``: every rank starts from other values, so only rank 0's reach training if the wrapper
-    broadcasts them."""
-    layers: list[nn.Module] = []
-    for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])):
-        if i:
-            layers.append(nn.Tanh())
-        layers.append(nn.Linear(a, b))
-    model = nn.Sequential(*layers)
-    gen = torch.Generator().manual_seed(int(seed) + 7777 * rank)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
-    return model
-
-
-def batch(dims: Sequence[int], seed: int, rank: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rank ``rank``'s batch of step ``step``: inputs and regression targets."""
-    gen = torch.Generator().manual_seed(int(seed) * 7919 + 104729 * rank + step)
-    return torch.randn(BATCH, dims[0], generator=gen), torch.randn(BATCH, dims[-1], generator=gen)
+    """The seeded MLP of :func:`dlperf.grading.probes.mlp.build`, drawn from ``seed`` and ``rank``: every rank
+    starts from other values, so only rank 0's reach training if the wrapper broadcasts them."""
+    return mlp.build(dims, int(seed) + 7777 * rank)
 
 
 def train(mod: Any, dims: Sequence[int], seed: int, steps: int, bucket_cap_bytes: int, lr: float

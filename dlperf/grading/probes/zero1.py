@@ -15,33 +15,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F  # noqa: N812 - the usual name
-from torch import nn
+
+from .mlp import BATCH, batch, build
 
 __all__ = ["BATCH", "OPTIMIZERS", "batch", "build", "state_bytes", "train"]
 
-BATCH = 4
 OPTIMIZERS = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}
-
-
-def build(dims: Sequence[int], seed: int) -> nn.Module:
-    """``Linear(dims[0], dims[1]), Tanh, Linear(dims[1], dims[2]), ...``, its parameters drawn from ``seed``."""
-    layers: list[nn.Module] = []
-    for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])):
-        if i:
-            layers.append(nn.Tanh())
-        layers.append(nn.Linear(a, b))
-    model = nn.Sequential(*layers)
-    gen = torch.Generator().manual_seed(int(seed))
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
-    return model
-
-
-def batch(dims: Sequence[int], seed: int, rank: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rank ``rank``'s batch of step ``step``: inputs and regression targets."""
-    gen = torch.Generator().manual_seed(int(seed) * 7919 + 104729 * rank + step)
-    return torch.randn(BATCH, dims[0], generator=gen), torch.randn(BATCH, dims[-1], generator=gen)
 
 
 def state_bytes(optimizer: Any) -> int:
