@@ -38,6 +38,7 @@ import torch
 from dlperf.grading.probes import ddp_buckets as probe
 
 from autograder.exercises.data_parallel import train_averaged
+from autograder.exercises.runs import RunsOnce
 from autograder.trusted import CheckFailed, Ranks, StudentRaised, seed
 from autograder.trusted.reading import parse_cells, refuse_hiding
 
@@ -248,22 +249,7 @@ def _overlap_step(run: dict[str, Any], r: int, k: int, events: Sequence[tuple[An
                               + line)
 
 
-_done: dict[Any, list[Any]] = {}
-
-
-def _all_runs(solution: Sequence[Any], source: Sequence[tuple[str, str]], runs: Sequence[Any]) -> list[Any]:
-    """Every run of ``runs`` once per solution (the three hidden cells grade the same runs)."""
-    key = (tuple(tuple(p) for p in source), repr(runs))
-    if key not in _done:
-        groups: list[Any] = []
-        for n, cases in runs:
-            try:
-                groups.append(_run(solution, source, n, cases))
-            except CheckFailed as exc:
-                groups.append(exc)
-        _done.clear()
-        _done[key] = groups
-    return _done[key]
+_RUNS = RunsOnce()
 
 
 def check(*solution: Any, source: Sequence[tuple[str, str]], runs: Sequence[Any], what: str) -> None:
@@ -272,16 +258,13 @@ def check(*solution: Any, source: Sequence[tuple[str, str]], runs: Sequence[Any]
     ``solution``: the solution cells' placeholders (none: run ``source`` itself); ``source``: their
     ``solution_parts``, read by :func:`static_findings`."""
     findings = static_findings(source) if what == "overlap" else []
-    for group in _all_runs(solution, source, runs):
-        if isinstance(group, CheckFailed):
-            raise CheckFailed(str(group))
-        for run in group:
-            if what == "values":
-                _values(run)
-            elif what == "buckets":
-                _buckets(run)
-            else:
-                _overlap(run, findings)
+    for run in _RUNS.each(source, runs, lambda group: _run(solution, source, *group)):
+        if what == "values":
+            _values(run)
+        elif what == "buckets":
+            _buckets(run)
+        else:
+            _overlap(run, findings)
 
 
 def static_findings(parts: Sequence[tuple[str, str]]) -> list[str]:

@@ -37,6 +37,7 @@ import torch
 from dlperf.grading.probes import zero1 as probe
 
 from autograder.exercises.data_parallel import train_averaged
+from autograder.exercises.runs import RunsOnce
 from autograder.trusted import CheckFailed, Ranks, StudentRaised, seed
 from autograder.trusted.reading import parse_cells, refuse_hiding
 
@@ -199,23 +200,7 @@ def _state(run: dict[str, Any], findings: Sequence[str]) -> None:
                               "must match the state it reports")
 
 
-_done: dict[Any, list[Any]] = {}
-
-
-def _all_runs(solution: Sequence[Any], source: Sequence[tuple[str, str]], runs: Sequence[Any]) -> list[Any]:
-    """Every run of ``runs`` (a list of runs, or the :class:`CheckFailed` that stopped a group), once per
-    solution: the three hidden cells grade the same runs, so the ranks train once, not three times."""
-    key = (tuple(tuple(p) for p in source), repr(runs))
-    if key not in _done:
-        groups: list[Any] = []
-        for n, dims, cases in runs:
-            try:
-                groups.append(_run(solution, source, n, dims, cases))
-            except CheckFailed as exc:
-                groups.append(exc)
-        _done.clear()
-        _done[key] = groups
-    return _done[key]
+_RUNS = RunsOnce()
 
 
 def check(*solution: Any, source: Sequence[tuple[str, str]], runs: Sequence[Any], what: str) -> None:
@@ -225,16 +210,13 @@ def check(*solution: Any, source: Sequence[tuple[str, str]], runs: Sequence[Any]
     ``solution_parts``, read by :func:`static_findings`.  The runs are made once and kept for the
     other cells (same solution, same runs)."""
     findings = static_findings(source) if what == "state" else []
-    for group in _all_runs(solution, source, runs):
-        if isinstance(group, CheckFailed):
-            raise CheckFailed(str(group))
-        for run in group:
-            if what == "values":
-                _values(run)
-            elif what == "traffic":
-                _traffic(run)
-            else:
-                _state(run, findings)
+    for run in _RUNS.each(source, runs, lambda group: _run(solution, source, *group)):
+        if what == "values":
+            _values(run)
+        elif what == "traffic":
+            _traffic(run)
+        else:
+            _state(run, findings)
 
 
 def static_findings(parts: Sequence[tuple[str, str]]) -> list[str]:

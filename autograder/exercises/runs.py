@@ -1,0 +1,37 @@
+"""Runs made once per solution: the hidden cells of a relayed exercise each grade one aspect of the same runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from autograder.trusted import CheckFailed
+
+__all__ = ["RunsOnce"]
+
+
+class RunsOnce:
+    """The groups of runs of the last solution graded: made when a solution or its runs change, else kept.
+
+    A group that failed is kept as its :class:`CheckFailed`, raised again for every cell that grades it."""
+
+    def __init__(self) -> None:
+        self._key: Any = None
+        self._groups: list[Any] = []
+
+    def each(self, source: Sequence[tuple[str, str]], runs: Sequence[Any], make: Callable[[Any], list[Any]]
+             ) -> Iterator[Any]:
+        """Every run of every group of ``runs`` (``make(group)`` makes a group's runs), for ``source``'s solution."""
+        key = (tuple(tuple(p) for p in source), repr(runs))
+        if key != self._key:
+            groups: list[Any] = []
+            for group in runs:
+                try:
+                    groups.append(make(group))
+                except CheckFailed as exc:
+                    groups.append(exc)
+            self._key, self._groups = key, groups
+        for group in self._groups:
+            if isinstance(group, CheckFailed):
+                raise CheckFailed(str(group))
+            yield from group
