@@ -185,3 +185,23 @@ def test_marks_outside_a_relayed_rank_send_nothing():
     from dlperf.grading.relay import mark
 
     assert mark("grad 0") is False
+
+
+def test_marks_the_probe_did_not_send_fail_the_overlap():
+    """A gradient marked twice, or after backward() returned, is not what the probe sends (e.g. a forged mark)."""
+    def forged(k):
+        b = 1 + 3 * k
+        return [*_grads(5, 4, 3, 2, 1, 0), ("mark", "backward"), _post(b, 44), *_grads(5, 4, 3), _post(b + 1, 64),
+                *_grads(2), _post(b + 2, 56), *_grads(1, 0)]
+    with pytest.raises(CheckFailed, match="not the probe's"):
+        ex._overlap(_run(forged), [])
+
+
+def test_the_relay_group_offers_no_public_way_to_mark():
+    """Marks come from the probe through dlperf.grading.relay.mark; the group's own method is private, so the
+    reading (no private attributes) refuses `dist.group.WORLD._mark(...)` in a solution."""
+    from dlperf.grading.relay import RelayGroup
+
+    assert not hasattr(RelayGroup, "mark") and hasattr(RelayGroup, "_mark")
+    found = ex.static_findings([("cell", "import torch.distributed as dist\ndist.group.WORLD._mark('grad 0')\n")])
+    assert any("private attribute _mark" in f for f in found), found

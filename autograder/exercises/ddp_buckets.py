@@ -211,13 +211,15 @@ def _overlap_step(run: dict[str, Any], r: int, k: int, events: Sequence[tuple[An
     where = f"{run['case']}: rank {r}, step {k}"
     line = f"\nRank {r}'s step {k}, in the order the relay saw it: {describe_step(events)}"
     marks = [e[1] for e in events if e[0] == "mark"]
-    if "backward" not in marks:
-        raise CheckFailed(f"{where}: the probe's mark of the end of backward() is missing")
+    grads = sorted(f"grad {i}" for i in range(len(sizes_of(run["dims"]))))
+    if (marks.count("backward") != 1 or sorted(marks[:len(grads)]) != grads
+            or marks[len(grads):] not in (["backward"], ["backward", "synchronized"])):
+        # the probe sends each parameter's mark once, during backward(), then "backward" and "synchronized":
+        # anything else was not sent by the probe alone
+        raise CheckFailed(f"{where}: the marks in the rank's timeline are not the probe's (one per parameter's "
+                          f"gradient during backward(), then the end of backward()): {marks}")
     end = events.index(("mark", "backward"))
     ready = {int(e[1].split()[1]): pos for pos, e in enumerate(events) if e[0] == "mark" and e[1].startswith("grad ")}
-    if len(ready) != len(sizes_of(run["dims"])):
-        raise CheckFailed(f"{where}: the probe saw {len(ready)} gradients computed; the model has "
-                          f"{len(sizes_of(run['dims']))} parameters")
     posts = [(pos, e) for pos, e in enumerate(events) if e[0] == "post" and e[2] == "allreduce"]
     if not posts:
         raise CheckFailed(f"{where}: the rank posted no all-reduce in this step: nothing to overlap" + line)

@@ -162,9 +162,11 @@ class RelayGroup(dist.ProcessGroup):
                          "nbytes": tensor.numel() * tensor.element_size()})
         return work
 
-    def mark(self, label: str, flush: bool = False) -> None:
+    def _mark(self, label: str, flush: bool = False) -> None:
         """Put ``label`` in this rank's timeline at the relay, after everything this rank sent before;
-        ``flush``: return only once the relay has taken it (and so everything before it)."""
+        ``flush``: return only once the relay has taken it (and so everything before it).  Private, so
+        that a reading of solution cells that refuses private attributes refuses reaching it through
+        ``dist.group.WORLD``; probes call :func:`mark`."""
         if not flush:
             self._chan.send({"op": "mark", "label": str(label)[:80]})
             return
@@ -350,10 +352,10 @@ _creating: list[RelayGroup] = []
 
 
 def mark(label: str, flush: bool = False) -> bool:
-    """Mark this point in the rank's timeline at the relay (:meth:`RelayGroup.mark`); False, and nothing
+    """Mark this point in the rank's timeline at the relay (:meth:`RelayGroup._mark`); False, and nothing
     sent, where this process is not a relayed rank."""
     group = _creating[0] if _creating else None
     if group is None or not dist.is_initialized():
         return False
-    group.mark(label, flush)
+    group._mark(label, flush)
     return True
