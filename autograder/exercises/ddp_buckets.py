@@ -74,10 +74,16 @@ def buckets(nbytes: Sequence[int], cap_bytes: int) -> list[list[int]]:
     return out
 
 
+def layout_of(dims: Sequence[int], cap_bytes: int) -> tuple[list[int], list[list[int]], list[int]]:
+    """The probe's model's parameter sizes, the rule's buckets (parameter indices) and their elements, in order."""
+    sizes = sizes_of(dims)
+    layout = buckets([ELEMENT * s for s in sizes], cap_bytes)
+    return sizes, layout, [sum(sizes[i] for i in b) for b in layout]
+
+
 def bucket_sizes(dims: Sequence[int], cap_bytes: int) -> list[int]:
     """Elements of each bucket of the rule, in order (what one step's all-reduces must be)."""
-    sizes = sizes_of(dims)
-    return [sum(sizes[i] for i in b) for b in buckets([ELEMENT * s for s in sizes], cap_bytes)]
+    return layout_of(dims, cap_bytes)[2]
 
 
 def reference(dims: Sequence[int], seed_: int, n: int, steps: int = STEPS, lr: float = LR) -> list[torch.Tensor]:
@@ -98,7 +104,7 @@ def step_events(timeline: Sequence[tuple[Any, ...]]) -> list[list[tuple[Any, ...
     return segments
 
 
-def describe_step(events: Sequence[tuple[Any, ...]], log: Sequence[dict[str, Any]] | None = None) -> str:
+def describe_step(events: Sequence[tuple[Any, ...]]) -> str:
     """One step of a rank's timeline as a line: ``grad 5, grad 4, grad 3 > all_reduce(44) ... | backward``."""
     words = []
     for event in events:
@@ -165,9 +171,7 @@ def _show(ops: Sequence[dict[str, Any]]) -> str:
 
 
 def _buckets(run: dict[str, Any]) -> None:
-    sizes = sizes_of(run["dims"])
-    want = bucket_sizes(run["dims"], run["cap"])
-    layout = buckets([ELEMENT * s for s in sizes], run["cap"])
+    sizes, layout, want = layout_of(run["dims"], run["cap"])
     log = run["log"]
     segments = step_events(run["timeline"][0])     # every rank posts the same collectives (the relay checks it)
     if len(segments) != STEPS + 1:
@@ -194,9 +198,7 @@ def _overlap(run: dict[str, Any], findings: Sequence[str]) -> None:
     if findings:
         raise CheckFailed("the order of events is reported by the probe in your process, so the overlap is graded only "
                           "when the reading of your cells finds nothing to object to: " + "; ".join(findings[:3]))
-    sizes = sizes_of(run["dims"])
-    layout = buckets([ELEMENT * s for s in sizes], run["cap"])
-    want = [sum(sizes[i] for i in b) for b in layout]
+    _, layout, want = layout_of(run["dims"], run["cap"])
     for r, timeline in enumerate(run["timeline"]):
         segments = step_events(timeline)
         if len(segments) != STEPS + 1:
@@ -211,7 +213,7 @@ def _overlap_step(run: dict[str, Any], r: int, k: int, events: Sequence[tuple[An
     where = f"{run['case']}: rank {r}, step {k}"
     line = f"\nRank {r}'s step {k}, in the order the relay saw it: {describe_step(events)}"
     marks = [e[1] for e in events if e[0] == "mark"]
-    grads = sorted(f"grad {i}" for i in range(len(sizes_of(run["dims"]))))
+    grads = sorted(f"grad {i}" for members in layout for i in members)
     if (marks.count("backward") != 1 or sorted(marks[:len(grads)]) != grads
             or marks[len(grads):] not in (["backward"], ["backward", "synchronized"])):
         # the probe sends each parameter's mark once, during backward(), then "backward" and "synchronized":
