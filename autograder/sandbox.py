@@ -616,9 +616,14 @@ def _plan_mounts(workdir: Path, hide: Sequence[Path], expose: Sequence[Path], ru
 
 
 def _python_runtime() -> list[Path]:
-    """What the grader's Python needs: its environment and the installation it was made from."""
+    """What the grader's Python needs: its environment, the installation it was made from, and
+    the site-packages folders on its path outside both (another environment's, added by a
+    ``.pth`` file: scripts/setup.sh does so where the machine's python3 is itself a virtual
+    environment, as on the GPU images).  Only folders named site-packages or dist-packages: a
+    checkout on the path (an editable install) is never exposed this way."""
+    sites = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")]
     return _normal({sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
-                    os.path.dirname(os.path.realpath(sys.executable))})
+                    os.path.dirname(os.path.realpath(sys.executable)), *sites})
 
 
 # ---------------------------------------------------------------------------------------------

@@ -46,6 +46,15 @@ if [ ! -x "$VENV/bin/python" ]; then
   if "$PYTHON" -c "import torch" 2>/dev/null; then
     echo "setup: this machine ships torch $("$PYTHON" -c 'import torch; print(torch.__version__)'); keeping it"
     "$PYTHON" -m venv --system-site-packages "$VENV"
+    # A machine whose python3 is itself a virtual environment (the GPU images: /opt/torch/.venv):
+    # --system-site-packages reaches the installation it was made from, not its packages, so
+    # its site-packages are added to .venv by a .pth file (after .venv's own, which win).
+    if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
+      parent=$("$PYTHON" -c 'import site; print("\n".join(site.getsitepackages()))')
+      own=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+      echo "$parent" > "$own/_dlperf_parent_site.pth"
+      echo "setup: $PYTHON is a virtual environment; its packages are visible to $VENV through $own/_dlperf_parent_site.pth"
+    fi
   else
     "$PYTHON" -m venv "$VENV"
   fi

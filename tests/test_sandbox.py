@@ -693,3 +693,18 @@ def test_stale_folders_of_a_killed_grader_are_swept(tmp_path: Path) -> None:
     removed = sandbox.sweep_stale_folders(tmp_path)
     assert sorted(removed) == sorted(stale) and not any(f.exists() for f in stale)
     assert alive.exists() and other.exists()
+
+
+def test_another_environments_site_packages_on_the_path_are_exposed(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # The GPU images' python3 is itself a virtual environment (/opt/torch/.venv): scripts/setup.sh adds its
+    # site-packages to .venv by a .pth file, and the sandbox must bind them (else torch is missing inside).
+    # A checkout on the path (an editable install) is not exposed that way.
+    other = tmp_path / "opt" / "torch" / ".venv" / "lib" / "python3.12" / "site-packages"
+    checkout = tmp_path / "checkout"
+    other.mkdir(parents=True)
+    checkout.mkdir()
+    monkeypatch.setattr(sys, "path", [*sys.path, str(other), str(checkout)])
+    runtime = sandbox._python_runtime()
+    assert other in runtime
+    assert not any(p == checkout or checkout in p.parents for p in runtime)
