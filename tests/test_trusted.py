@@ -271,8 +271,10 @@ def test_the_host_cannot_reach_the_checker():
     # its own PID namespace, its own /tmp: empty, but for the way down to what the interpreter needs
     # where the checkout or the virtual environment lies under /tmp (a CI clone)
     needed = {p.split(os.sep)[2] for p in zygote._needed() if p.startswith("/tmp/")}
-    assert found["pid"] == 1 and set(found["tmp"]) == needed
-    assert found["signal"] in ("ProcessLookupError", "PermissionError")
+    assert set(found["tmp"]) == needed
+    if s.process.pid_namespace:     # none where a GPU is visible (the test below)
+        assert found["pid"] == 1
+        assert found["signal"] in ("ProcessLookupError", "PermissionError")
     assert {found["environ"], found["mem"], found["fd"]} <= {"PermissionError", "FileNotFoundError"}
     assert found["network"] in ("ConnectionRefusedError", "OSError", "TimeoutError")
     assert found["path"] is False or os.path.dirname(secret) not in (os.getcwd(), os.path.expanduser("~"))
@@ -512,3 +514,56 @@ def test_a_checkout_under_tmp_still_runs_in_the_host(tmp_path):
             assert isolation == "namespaces"     # not a silent fallback to a bare process
     if isolation == "namespaces":
         assert "secret.txt" not in result and "solution.py" not in result, result   # only dlperf is bound back
+
+
+SPAWNS = '''
+import os, subprocess
+
+def spawn():
+    child = subprocess.Popen(["sleep", "60"])
+    return {"pid": os.getpid(), "child": child.pid}
+'''
+
+
+def test_where_a_gpu_is_visible_a_host_shares_the_pid_namespace_and_its_children_die_with_it(monkeypatch):
+    # CUDA cannot start in a new PID namespace (error 304, seen on an H200): a host that may use a GPU gets
+    # none, keeps every other namespace, cannot read the non-dumpable checker, and kill() takes its
+    # descendants with it (nothing else would).
+    monkeypatch.setattr(zygote, "gpu_visible", lambda: True)
+    made = zygote.Zygote.fork()
+    try:
+        with Student(parts=[("<solution>", SOURCE + SPAWNS)], zygote=made) as s:
+            if s.process.isolation != "namespaces":
+                pytest.skip(f"no namespaces on this machine: {s.process.why}")
+            assert s.process.pid_namespace is False
+            got = s.call("spawn")
+            assert got["pid"] == s.process.pid          # the checker's PID namespace
+            zygote.make_non_dumpable()
+            try:
+                found = s.call("look", os.getpid(), os.path.abspath(__file__))
+            finally:
+                zygote._libc.prctl(zygote.PR_SET_DUMPABLE, 1, 0, 0, 0)
+            assert {found["environ"], found["mem"], found["fd"]} <= {"PermissionError", "FileNotFoundError"}
+            assert found["network"] in ("ConnectionRefusedError", "OSError", "TimeoutError")
+            needed = {p.split(os.sep)[2] for p in zygote._needed() if p.startswith("/tmp/")}
+            assert set(found["tmp"]) == needed          # its own /tmp all the same
+            child = got["child"]
+            assert os.path.exists(f"/proc/{child}")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _alive(child):
+            time.sleep(0.05)
+        assert not _alive(child), "the host's child outlived it"
+    finally:
+        made.close()
+    monkeypatch.undo()
+    with Student(parts=[("<solution>", SOURCE)]) as s:           # without a GPU: a PID namespace
+        if s.process.isolation == "namespaces":
+            assert s.process.pid_namespace is not zygote.gpu_visible()
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -14,7 +14,15 @@ Each host, where the kernel allows unprivileged user namespaces, gets:
 
 * its own **PID namespace**: it sees no process of the checker's (it cannot
   signal, trace or read the memory of the check run, of the zygote or of
-  another host: the ranks of a process group cannot talk around the relay);
+  another host: the ranks of a process group cannot talk around the relay) --
+  except where a CUDA device is visible: CUDA cannot start in a new PID
+  namespace whose ``/proc`` is the parent's (``cudaGetDeviceCount`` fails with
+  error 304, "OS call failed or operation not supported on this OS"; seen on an
+  H200, driver 580.159.04, 2026-11-26, where every hidden test of the sample
+  class failed so).  There the host shares the check run's PID namespace (the
+  sandbox's own): non-dumpable, the check run and the zygote still cannot be
+  traced or read, but they can be signalled, which is reported as a crash;
+  :meth:`HostProcess.kill` then kills the host's descendants one by one;
 * its own **network and IPC namespaces**: no loopback shared with anyone, no
   shared memory segment or abstract socket of anyone else's;
 * its own **mount namespace** with private, empty ``/tmp``, ``/dev/shm`` and
@@ -88,16 +96,24 @@ def _die_with_parent() -> None:
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-def _enter_namespaces(private: Sequence[str], hide: Sequence[str]) -> None:
+def gpu_visible() -> bool:
+    """Whether a host here may use a CUDA device (then it gets no PID namespace of its own: CUDA fails in one)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1", "none", "NoDevFiles"):
+        return False
+    return os.path.exists("/dev/nvidiactl")
+
+
+def _enter_namespaces(private: Sequence[str], hide: Sequence[str], pid_namespace: bool = True) -> None:
     """Unshare user, mount, PID, network, IPC and UTS namespaces; cover ``private`` folders, hide ``hide`` files.
 
     Runs in the monitor (the host's parent): the host forked next is PID 1 of
-    the new PID namespace.
+    the new PID namespace (none with ``pid_namespace=False``: see the module's docstring).
     """
     uid, gid = os.getuid(), os.getgid()
     _check(_libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")  # to write our own uid_map
-    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS),
-           "unshare")
+    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | (CLONE_NEWPID if pid_namespace else 0) | CLONE_NEWNET
+                         | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
     with open("/proc/self/setgroups", "w") as f:
         f.write("deny")
     with open("/proc/self/uid_map", "w") as f:
@@ -201,9 +217,11 @@ def _monitor(request: dict[str, Any], fds: list[int], report: int) -> None:
         with contextlib.suppress(ImportError):
             importlib.import_module(module)
     isolation, why = "process", ""
+    pid_namespace = False
     if request.get("isolate", True):
         try:
-            _enter_namespaces(request.get("private", []), request.get("hide", []))
+            pid_namespace = bool(request.get("pid_namespace", not gpu_visible()))
+            _enter_namespaces(request.get("private", []), request.get("hide", []), pid_namespace)
             isolation = "namespaces"
         except OSError as exc:
             why = str(exc)
@@ -220,7 +238,8 @@ def _monitor(request: dict[str, Any], fds: list[int], report: int) -> None:
     for fd in fds:
         with contextlib.suppress(OSError):
             os.close(fd)
-    os.write(report, json.dumps({"pid": pid, "isolation": isolation, "why": why}).encode())
+    os.write(report, json.dumps({"pid": pid, "isolation": isolation, "why": why,
+                                 "pid_namespace": pid_namespace and isolation == "namespaces"}).encode())
     os.close(report)
     while True:
         try:
@@ -308,9 +327,14 @@ class HostProcess:
     isolation: str          # "namespaces" or "process"
     why: str                # why not namespaces, when not
     zygote: Zygote
+    pid_namespace: bool = False   # PID 1 of its own PID namespace (not where a CUDA device is visible)
 
     def kill(self) -> None:
-        """SIGKILL the host: everything in its PID namespace dies with it; its monitor reaps it and exits."""
+        """SIGKILL the host: everything in its PID namespace dies with it; its monitor reaps it and exits.
+        Without a PID namespace of its own, its descendants are killed first, one by one."""
+        if not self.pid_namespace:
+            with contextlib.suppress(OSError):
+                self.signal_all(signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(self.pid, signal.SIGKILL)
 
@@ -393,8 +417,11 @@ class Zygote:
         return cls(parent, process.pid, "a fresh interpreter", process)
 
     def host(self, *, relay: bool = False, capture: bool = False, isolate: bool = True,
-             hide: Sequence[str] = (), private: Sequence[str] = (), preload: Sequence[str] = ()) -> HostProcess:
-        """Start a host; its channel (and relay) socket are returned, the host ends when they close."""
+             hide: Sequence[str] = (), private: Sequence[str] = (), preload: Sequence[str] = (),
+             pid_namespace: bool | None = None) -> HostProcess:
+        """Start a host; its channel (and relay) socket are returned, the host ends when they close.
+        ``pid_namespace``: whether it gets a PID namespace of its own (default: unless a CUDA device is
+        visible, :func:`gpu_visible`)."""
         ours, theirs = socket.socketpair()
         fds = [theirs.fileno()]
         relay_ours = relay_theirs = None
@@ -407,6 +434,8 @@ class Zygote:
             fds.append(output)
         request = {"op": "host", "relay": relay, "capture": capture, "isolate": isolate, "hide": list(hide),
                    "private": sorted(set(PRIVATE) | set(private)), "preload": list(preload)}
+        if pid_namespace is not None:
+            request["pid_namespace"] = pid_namespace
         with self.lock:
             self.chan.send(request, fds=fds)
             reply, _, _ = self.chan.recv()
@@ -417,7 +446,8 @@ class Zygote:
             ours.close()
             raise RuntimeError(f"could not start a process for the student's code: {reply['error']}")
         return HostProcess(ours, relay_ours, output, int(reply["pid"]), int(reply["monitor"]),
-                           str(reply["isolation"]), str(reply.get("why", "")), self)
+                           str(reply["isolation"]), str(reply.get("why", "")), self,
+                           bool(reply.get("pid_namespace", False)))
 
     def status(self, monitor: int, wait: float = 1.0) -> int | None:
         with self.lock:
