@@ -225,3 +225,40 @@ def test_count_in_a_child_interpreter_equals_in_process():
     torch.testing.assert_close(here, there)
     assert [(x.loaded_bytes, x.stored_bytes, x.sector_bytes) for x in here_traffic.launches] == \
         [(x.loaded_bytes, x.stored_bytes, x.sector_bytes) for x in there_traffic.launches]
+
+
+def test_scalar_bounds_survive_triton_3_6_with_numpy_2_5():
+    # Seen on an H200 (torch 2.11's triton 3.6.0, numpy 2.5.2): the interpreter turned the scalar K of
+    # `range(0, K, BLOCK_K)` into an int with int(one-element array), which numpy 2.5 refuses, so the
+    # chapter's traffic counts of the matrix products failed.  Here: triton 3.6's conversion put back,
+    # numpy 2.5's refusal made by turning numpy's deprecation into an error, in a fresh process.
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    code = """
+import warnings
+warnings.filterwarnings("error", message="Conversion of an array with ndim > 0", category=DeprecationWarning)
+from triton.runtime import interpreter
+newer = interpreter._patch_lang_tensor
+def as_in_triton_3_6(tensor, *args):
+    newer(tensor, *args)
+    tensor.__index__ = lambda self: int(self.handle.data)
+interpreter._patch_lang_tensor = as_in_triton_3_6
+import sys, torch
+from dlperf.kernels import triton_kernels as T
+a, b = torch.randn(8, 24), torch.randn(24, 8)
+if sys.argv[1] == "unfixed":
+    interpreter._patch_lang_tensor = as_in_triton_3_6
+try:
+    ok = bool((T.matmul_naive(a, b, block_k=8) - a @ b).abs().max() < 1e-4)
+    print("RESULT", ok)
+except Exception as exc:
+    print("RESULT failed", type(exc).__name__, str(exc)[:200])
+"""
+    def run(which):
+        out = subprocess.run([sys.executable, "-c", code, which], env=env, capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split("RESULT", 1)[1].strip()
+
+    assert run("unfixed").startswith("failed"), "the simulated triton 3.6 conversion no longer fails"
+    assert run("fixed") == "True"

@@ -18,6 +18,7 @@ import importlib.util
 import os
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["TritonMode", "select_mode", "interpreting", "ENV"]
 
@@ -92,6 +93,37 @@ def _interpret_imported_triton() -> int:
     return len(made)
 
 
+def fix_scalar_index() -> bool:
+    """Make the interpreter's scalars usable as ``range`` bounds with NumPy 2.5; True where it patched.
+
+    The interpreter hands a kernel's scalar arguments (``K`` in ``for k0 in range(0, K, BLOCK_K)``) over as
+    one-element arrays.  Triton 3.6 (the one the CUDA build of torch 2.11 ships) turns them into ``int`` with
+    ``int(array)``, which NumPy 2.5 refuses ("only 0-dimensional arrays can be converted to Python scalars";
+    a deprecation warning before); later Triton squeezes the array first.  Seen on an H200 (torch 2.11,
+    triton 3.6.0, numpy 2.5.2) on 2026-11-26, where the chapter's traffic counts of the matrix products
+    failed.  The patch does what later Triton does, wherever the interpreter patches ``tl.tensor``.
+    """
+    try:
+        from triton.runtime import interpreter
+    except ImportError:
+        return False
+    original = getattr(interpreter, "_patch_lang_tensor", None)
+    if original is None or getattr(original, "dlperf_scalar_index", False):
+        return False
+
+    def _index(self: Any) -> int:
+        return int(self.handle.data.squeeze())
+
+    def patch_lang_tensor(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+        done = original(tensor, *args, **kwargs)
+        tensor.__index__ = _index     # undone with the interpreter's own patches (it saved the original)
+        return done
+
+    patch_lang_tensor.dlperf_scalar_index = True  # type: ignore[attr-defined]
+    interpreter._patch_lang_tensor = patch_lang_tensor
+    return True
+
+
 def select_mode(verbose: bool = True) -> TritonMode:
     """Choose interpreter or compiled Triton for this process, before ``triton`` is imported.
 
@@ -134,6 +166,8 @@ def select_mode(verbose: bool = True) -> TritonMode:
 
     if interpreting() != interpreted:
         raise RuntimeError(f"triton does not see {ENV}={os.environ.get(ENV)!r}; set it before starting Python")
+    if interpreted:
+        fix_scalar_index()
     result = TritonMode("interpreter" if interpreted else "compiled", reason, triton.__version__)
     _chosen = result
     if verbose:
