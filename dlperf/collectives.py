@@ -82,6 +82,8 @@ from .launch import default_backend, init_from_env, launch
 
 __all__ = [
     "OPS",
+    "all_gather_into",
+    "reduce_scatter_into",
     "Fit",
     "Row",
     "Sweep",
@@ -312,11 +314,24 @@ def expected_output(op: str, rank: int, n: int, numel: int, dtype: torch.dtype =
     return torch.cat([base[rank * block:(rank + 1) * block] + j * n + rank for j in range(n)])
 
 
+def all_gather_into(output: torch.Tensor, tensor: torch.Tensor, group: Any = None, async_op: bool = False) -> Any:
+    """Every rank's ``tensor`` concatenated along dim 0 into ``output``: ``dist.all_gather_single`` where torch
+    has it (2.13 renamed the tensor forms), ``dist.all_gather_into_tensor`` before (the GPU machines' 2.11,
+    where the model-parallelism chapter failed without it on 2026-11-26)."""
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    return gather(output, tensor, group=group, async_op=async_op)
+
+
+def reduce_scatter_into(output: torch.Tensor, tensor: torch.Tensor, group: Any = None, async_op: bool = False) -> Any:
+    """The sum over ranks of ``tensor``, this rank's 1/world slice of dim 0 into ``output``: ``dist.reduce_scatter_single``
+    where torch has it, ``dist.reduce_scatter_tensor`` before (see :func:`all_gather_into`)."""
+    scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+    return scatter(output, tensor, group=group, async_op=async_op)
+
+
 def _call(op: str) -> Callable[[torch.Tensor, torch.Tensor], Any]:
     """The torch.distributed call for ``op`` as ``f(input, output)`` (in-place ops ignore ``output``)."""
-    # torch 2.13 renames the tensor forms (*_single); older torch (the GPU machines' 2.11) has only the old names.
-    rs = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-    ag = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    rs, ag = reduce_scatter_into, all_gather_into
     return {
         "all_reduce": lambda i, o: dist.all_reduce(i),
         "reduce_scatter": lambda i, o: rs(o, i),

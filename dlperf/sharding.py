@@ -157,7 +157,9 @@ def worker(kind: str, steps: int, width: int, depth: int, rows: int, seed: int =
     def step(i: int) -> None:
         x, y = rank_batch(i, rows, width, seed, device)
         optimizer.zero_grad()
-        nn.functional.mse_loss(trained(x), y).backward()
+        # .float(): under FSDP's bf16 policy the output is bfloat16, and torch 2.11 refuses the mixed-dtype
+        # loss's backward ("Found dtype Float but expected BFloat16"; seen on an H200, 2026-11-26)
+        nn.functional.mse_loss(trained(x).float(), y).backward()
         optimizer.step()
 
     for i in range(steps - 1):

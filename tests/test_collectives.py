@@ -266,3 +266,30 @@ def test_a_real_nccl_sweep():
     s = K.sweep(2, sizes=[1024, 1 << 20], warmup=2, iters=5, backend="nccl")
     assert s.backend == "nccl" and s.meta["same_on_every_rank"]
     assert all(r.ok and r.wrong == 0 and r.busbw > 0 for r in s.rows)
+
+
+def test_the_tensor_forms_fall_back_to_the_names_of_older_torch(monkeypatch):
+    # torch 2.13 renamed all_gather_into_tensor / reduce_scatter_tensor to *_single; the GPU machines' 2.11 has
+    # only the old names (the model-parallelism chapter failed there on 2026-11-26 for calling the new one).
+    import torch.distributed as dist
+
+    from dlperf.collectives import all_gather_into, reduce_scatter_into
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        for new in ("all_gather_single", "reduce_scatter_single"):
+            monkeypatch.delattr(dist, new, raising=False)
+        called = []
+        for old in ("all_gather_into_tensor", "reduce_scatter_tensor"):
+            real = getattr(dist, old)
+            monkeypatch.setattr(dist, old, lambda *a, _real=real, _name=old, **k: called.append(_name) or _real(*a, **k))
+        out = torch.empty(3)
+        all_gather_into(out, torch.arange(3.0))
+        assert out.tolist() == [0.0, 1.0, 2.0]
+        if hasattr(dist, "reduce_scatter_tensor"):
+            got = torch.empty(3)
+            reduce_scatter_into(got, torch.arange(3.0) * 2)
+            assert got.tolist() == [0.0, 2.0, 4.0]
+        assert called[0] == "all_gather_into_tensor"
+    finally:
+        dist.destroy_process_group()

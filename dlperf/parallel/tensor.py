@@ -48,6 +48,9 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn import functional as F
 
+from ..collectives import all_gather_into as _all_gather_into
+from ..collectives import reduce_scatter_into as _reduce_scatter_into
+
 __all__ = [
     "Call",
     "ColumnParallelLinear",
@@ -146,7 +149,7 @@ def _all_gather(x: torch.Tensor, dim: int, traffic: Traffic | None, phase: str, 
     out = moved.new_empty((world * moved.shape[0], *moved.shape[1:]))
     if traffic is not None:
         traffic.add("all-gather", phase, out)
-    dist.all_gather_single(out, moved, group=group)
+    _all_gather_into(out, moved, group=group)
     return out.movedim(0, dim).contiguous()
 
 
@@ -159,7 +162,7 @@ def _reduce_scatter(x: torch.Tensor, dim: int, traffic: Traffic | None, phase: s
     out = moved.new_empty((moved.shape[0] // world, *moved.shape[1:]))
     if traffic is not None:
         traffic.add("reduce-scatter", phase, moved)
-    dist.reduce_scatter_single(out, moved, group=group)
+    _reduce_scatter_into(out, moved, group=group)
     return out.movedim(0, dim).contiguous()
 
 
@@ -430,9 +433,9 @@ def hand_worker(hidden: int, ffn: int, tokens: int, seed: int = 0, sequence_para
                 if kind == "all-reduce":
                     dist.all_reduce(buf)
                 elif kind == "all-gather":
-                    dist.all_gather_single(buf, buf.chunk(world)[rank].clone())
+                    _all_gather_into(buf, buf.chunk(world)[rank].clone())
                 else:
-                    dist.reduce_scatter_single(buf.chunk(world)[rank].clone(), buf)
+                    _reduce_scatter_into(buf.chunk(world)[rank].clone(), buf)
 
         out["timing"] = benchmark_interleaved({"step": step, "collectives alone": collectives_alone},
                                               rounds=3, repeat=5, number=10, warmup=2, device=device)
