@@ -244,8 +244,8 @@ def record(chapter: str, key: str, values: Mapping[str, float], device: Any, fol
 # ---------------------------------------------------------------------------------------------
 
 TITLE = "On a GPU"
-ABSENT = ("No GPU reference is available yet for this measurement: this book has not yet been built on a CUDA GPU "
-          "with its results committed, so no GPU figure is shown here. A GPU build records it "
+ABSENT = ("No GPU reference is available yet for this measurement: no build of this book on a CUDA GPU whose "
+          "results were committed has measured it, so no GPU figure is shown here. A GPU build records it "
           "(make gpu-check; see the page Running this course).")
 
 
@@ -302,7 +302,8 @@ def note(chapter: str, key: str, device: Any, *, sentence: str, values: Mapping[
     ref = load(chapter)
     entry = ref.measurements.get(key) if ref is not None else None
     if ref is None or entry is None:
-        extra = "" if ref is None else f" (the committed reference of this chapter, {ref.path.name}, predates it)"
+        extra = "" if ref is None else (f" (the committed reference of this chapter, {ref.path.name}, does not hold "
+                                         "it: recorded before this measurement existed, or its cell failed on that GPU)")
         return Note(ABSENT if not extra else ABSENT.replace("measurement:", f"measurement{extra}:", 1), None)
     where = f"{ref.path}, measurement {key!r}"
     values_got = entry["values"]

@@ -129,7 +129,7 @@ def test_with_a_reference_the_note_shows_the_recorded_values_and_their_source(tm
     assert "800 GFLOP/s" in html and "float8" not in html     # a value that GPU did not measure: no row
     assert "3.14" not in html and "2.7" not in html       # this build's own values are never shown
     absent = G.note("async", "item", "cpu", sentence="{x}")
-    assert not absent.available and "predates it" in absent.text
+    assert not absent.available and "does not hold it" in absent.text
 
 
 def test_a_sentence_that_needs_a_value_the_reference_lacks_is_an_error(tmp_path, monkeypatch):
