@@ -15,21 +15,28 @@ its output kept in a log beside the report:
    the report with the command that commits them.
 
 The report, ``_build/gpu-check/report.md`` (``--out``), names the machine, the
-GPU(s), the driver, torch and CUDA, and each step's result and time.  Where
+GPU(s), the driver, torch and CUDA, and each step's result and time; it is written
+again after every step, so a check cut short (a lent machine's time running out)
+still leaves what it found.  The steps run in the order ``--steps`` names them;
+``--time-limit SECONDS`` bounds the whole check (a step still running then is
+stopped and reported so).  The tracebacks of chapters that failed to execute
+(``_build/html/reports/``) are copied beside the report and named in it.  Where
 there is no GPU it says so, checks nothing, and exits with status 2: a GPU
 check without a GPU would only pretend.  Exit status 1 when a step failed.
 
-Usage: ``python scripts/gpu_check.py [--out DIR] [--steps tests,doctor,sample,book]``.
+Usage: ``python scripts/gpu_check.py [--out DIR] [--steps tests,doctor,sample,book] [--time-limit SECONDS]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
 import platform
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -52,9 +59,12 @@ class Step:
     seconds: float = 0.0
     log: Path | None = None
     note: str = ""
+    stopped: bool = False       # stopped at the check's time limit
 
     @property
     def result(self) -> str:
+        if self.stopped:
+            return "STOPPED at the time limit"
         if self.returncode is None:
             return "not run"
         return "passed" if self.returncode == 0 else f"FAILED (exit {self.returncode})"
@@ -85,14 +95,38 @@ def machine() -> dict[str, object]:
     return info
 
 
-def run_step(step: Step, out: Path) -> None:
+def run_step(step: Step, out: Path, seconds_left: float | None = None) -> None:
     step.log = out / f"{step.name}.log"
     print(f"gpu-check: {step.name}: {' '.join(step.command)}", flush=True)
     started = time.monotonic()
     with open(step.log, "w") as log:
-        step.returncode = subprocess.call(step.command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(step.command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+        try:
+            step.returncode = process.wait(timeout=seconds_left)
+        except subprocess.TimeoutExpired:
+            step.stopped = True
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            step.returncode = process.wait()
     step.seconds = time.monotonic() - started
     print(f"gpu-check: {step.name}: {step.result} in {step.seconds:.0f} s (log: {step.log})", flush=True)
+
+
+def chapter_errors(reports: Path, out: Path) -> list[str]:
+    """The chapters whose execution failed in the book step (Jupyter Book's ``*.err.log``): each copied into
+    ``out/book-errors/`` and named with the last line of its traceback."""
+    found = []
+    for log in sorted(reports.rglob("*.err.log")) if reports.is_dir() else []:
+        target = out / "book-errors" / log.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(log, target)
+        lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+        last = next((line for line in reversed(lines) if "Error" in line or "Exception" in line),
+                    lines[-1] if lines else "")
+        chapter = log.name[: -len(".err.log")]
+        found.append(f"{chapter}: {last[:300]} (book-errors/{log.name})")
+    return found
 
 
 def recorded_references(folder: Path) -> tuple[list[str], str]:
@@ -112,7 +146,8 @@ def recorded_references(folder: Path) -> tuple[list[str], str]:
                    "and commit book/_gpu_reference/")
 
 
-def report_text(info: dict[str, object], steps: list[Step], references: tuple[list[str], str], when: str) -> str:
+def report_text(info: dict[str, object], steps: list[Step], references: tuple[list[str], str], when: str,
+                errors: list[str] | None = None, finished: bool = True) -> str:
     gpus = info.get("gpus") or []
     lines = ["# GPU check", "",
              f"- when: {when}", f"- machine: {info.get('host')} ({info.get('cores')} cores, {info.get('os')})",
@@ -131,20 +166,28 @@ def report_text(info: dict[str, object], steps: list[Step], references: tuple[li
         log = s.log.relative_to(ROOT) if s.log and s.log.is_relative_to(ROOT) else s.log
         lines.append(f"| {s.name} | {s.result}{' (' + s.note + ')' if s.note else ''} | {s.seconds:.0f} | "
                      f"{log or ''} |")
+    if errors:
+        lines += ["", "## Chapters that failed to execute", ""] + [f"- {e}" for e in errors]
     files, sentence = references
     lines += ["", "## GPU reference outputs", "", sentence + "."]
     lines += [f"- {f}" for f in files]
     failed = [s.name for s in steps if s.returncode not in (0, None)]
-    lines += ["", "**Result: " + (f"FAILED ({', '.join(failed)})" if failed else "every step passed") + ".**", ""]
+    if not finished:
+        lines += ["", "**In progress: the steps not run yet are still to come.**", ""]
+    else:
+        lines += ["", "**Result: " + (f"FAILED ({', '.join(failed)})" if failed else "every step passed") + ".**", ""]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "gpu-check", help="report and logs folder")
-    parser.add_argument("--steps", default=",".join(STEPS), help=f"which steps (default: {','.join(STEPS)})")
+    parser.add_argument("--steps", default=",".join(STEPS),
+                        help=f"which steps, in this order (default: {','.join(STEPS)})")
+    parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                        help="stop the check after this long (the step then running is reported as stopped)")
     args = parser.parse_args(argv)
-    wanted = [s for s in args.steps.split(",") if s]
+    wanted = list(dict.fromkeys(s for s in args.steps.split(",") if s))
     unknown = sorted(set(wanted) - set(STEPS))
     if unknown:
         parser.error(f"unknown step(s) {unknown}; the steps are {', '.join(STEPS)}")
@@ -171,18 +214,28 @@ def main(argv: list[str] | None = None) -> int:
         "sample": Step("sample", [py, "-m", "autograder", "sample", "--out", str(out / "sample-class")]),
         "book": Step("book", [py, "scripts/build_book.py", "--fresh"]),
     }
-    steps = [commands[name] for name in STEPS if name in wanted]
+    steps = [commands[name] for name in wanted]
     built = ROOT / "_build" / "gpu_reference"
+    reports = ROOT / "_build" / "html" / "reports"
     if "book" in wanted:
         shutil.rmtree(built, ignore_errors=True)   # only what this build records is reported
-    for step in steps:
-        run_step(step, out)
+        shutil.rmtree(reports, ignore_errors=True)
+    deadline = None if args.time_limit is None else time.monotonic() + args.time_limit
     found: tuple[list[str], str] = ([], "the book was not built in this check")
-    if "book" in wanted:
-        if built.is_dir():
-            shutil.copytree(built, references)
-        found = recorded_references(references)
-    report.write_text(report_text(info, steps, found, when))
+    errors: list[str] = []
+    for n, step in enumerate(steps):
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            step.note = "no time left"
+            continue
+        run_step(step, out, left)
+        if step.name == "book":
+            if built.is_dir():
+                shutil.copytree(built, references)
+            found = recorded_references(references)
+            errors = chapter_errors(reports, out)
+        report.write_text(report_text(info, steps, found, when, errors, finished=n == len(steps) - 1))
+    report.write_text(report_text(info, steps, found, when, errors))
     print(f"\ngpu-check: report {report}\n")
     print(report.read_text())
     return 0 if all(s.returncode == 0 for s in steps) else 1

@@ -49,3 +49,27 @@ def test_unknown_steps_are_refused():
     out = subprocess.run([sys.executable, "scripts/gpu_check.py", "--steps", "tests,fly"], cwd=ROOT,
                          capture_output=True, text=True)
     assert out.returncode == 2 and "unknown step(s) ['fly']" in out.stderr
+
+
+def test_the_chapters_that_failed_are_copied_and_named_with_their_error(tmp_path):
+    # The first GPU run (an H200) lost them: the report named no failing chapter and the logs stayed behind.
+    reports = tmp_path / "html" / "reports" / "book"
+    reports.mkdir(parents=True)
+    (reports / "memory.err.log").write_text("Traceback (most recent call last):\n  File ...\n"
+                                            "RuntimeError: Found dtype Float but expected BFloat16\n")
+    out = tmp_path / "check"
+    out.mkdir()
+    errors = gpu_check.chapter_errors(tmp_path / "html" / "reports", out)
+    assert errors == ["memory: RuntimeError: Found dtype Float but expected BFloat16 (book-errors/memory.err.log)"]
+    assert (out / "book-errors" / "memory.err.log").is_file()
+    text = gpu_check.report_text({"gpus": ["H200"]}, [gpu_check.Step("book", ["b"], 1, 250.0)], ([], "none"),
+                                 "now", errors, finished=False)
+    assert "## Chapters that failed to execute" in text and "- memory: RuntimeError" in text
+    assert "In progress" in text and "Result:" not in text
+
+
+def test_a_step_past_the_time_limit_is_stopped_and_reported_so(tmp_path):
+    step = gpu_check.Step("tests", [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"])
+    gpu_check.run_step(step, tmp_path, seconds_left=2)
+    assert step.stopped and step.result == "STOPPED at the time limit" and step.seconds < 30
+    assert "started" in step.log.read_text()
