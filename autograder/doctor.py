@@ -311,13 +311,26 @@ def check_gpus(slot: dict[str, Any], info: dict[str, Any], required: bool) -> No
 
 
 _CUDA_PROBE = """
-import json, os, torch
+import json, os
+# First the process that runs a student's code for the hidden checks (a host, forked from a zygote that
+# was forked from this process before it touched CUDA, as a check run does), then this process itself.
+from autograder.trusted import Student, zygote
+zygote.set_zygote(zygote.Zygote.fork())
+SOURCE = "import torch\\ndef f():\\n    x = torch.ones(256, 256, device='cuda')\\n    return float((x @ x).sum().item())\\n"
+try:
+    with Student(parts=[("<doctor>", SOURCE)], timeout=120) as s:
+        host = {"ok": s.call("f") == 256.0 ** 3, "isolation": s.process.isolation,
+                "pid_namespace": s.process.pid_namespace}
+except Exception as exc:
+    host = {"ok": False, "error": (type(exc).__name__ + ": " + str(exc))[:600]}
+import torch
 torch.cuda.init()
 x = torch.ones(1024, 1024, device="cuda")
 total = (x @ x).sum().item()
 torch.cuda.synchronize()
 print(json.dumps({"count": torch.cuda.device_count(), "name": torch.cuda.get_device_name(0),
-                  "visible": os.environ.get("CUDA_VISIBLE_DEVICES"), "matmul_ok": total == 1024.0 ** 3}))
+                  "visible": os.environ.get("CUDA_VISIBLE_DEVICES"), "matmul_ok": total == 1024.0 ** 3,
+                  "host": host}))
 """
 
 
@@ -336,7 +349,8 @@ def check_cuda_in_sandbox(slot: dict[str, Any], memory: int, processes: int) -> 
     gpu = first_gpu()
     with tempfile.TemporaryDirectory(prefix="doctor-cuda-") as tmp:
         with Sandbox(**_sandbox_args(memory, processes, gpu, Path(tmp)), name="doctor-cuda") as box:
-            out = subprocess.run(box.command([sys.executable, "-c", _CUDA_PROBE], box.base_env()),
+            env = {**box.base_env(), "PYTHONPATH": str(course.REPO)}
+            out = subprocess.run(box.command([sys.executable, "-c", _CUDA_PROBE], env),
                                  capture_output=True, text=True, timeout=300, cwd=tmp)
             describe = box.describe()
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
@@ -346,12 +360,19 @@ def check_cuda_in_sandbox(slot: dict[str, Any], memory: int, processes: int) -> 
         return
     got = json.loads(lines[-1])
     slot["data"] = got
+    host = got.get("host") or {}
     if got["count"] != 1 or not got["matmul_ok"]:
         slot.update(verdict=FAIL, detail=f"the sandbox saw {got['count']} GPU(s) with CUDA_VISIBLE_DEVICES="
                     f"{got['visible']} (expected 1), matmul correct: {got['matmul_ok']}")
+    elif not host.get("ok"):
+        slot.update(verdict=FAIL, detail=f"CUDA works in the sandbox but not in the process that runs a student's code "
+                    f"for the hidden checks ({host.get('error') or 'wrong result'}): every hidden test that uses the "
+                    "GPU would fail")
     else:
         slot.update(verdict=OK, detail=f"CUDA_VISIBLE_DEVICES={gpu} in the sandbox: torch.cuda.init() and a 1024x1024 "
-                    f"matmul on {got['name']} worked, 1 device visible. Sandbox: {describe}")
+                    f"matmul on {got['name']} worked, 1 device visible, and a matmul in the process that runs a "
+                    f"student's code ({host.get('isolation')}, "
+                    f"{'its own' if host.get('pid_namespace') else 'no'} PID namespace). Sandbox: {describe}")
 
 
 def _worker_view() -> dict[str, Any]:
