@@ -70,10 +70,21 @@ def _config(root: Path, *, db_url: str | None = None, release: Path | None = Non
 
 def alembic_on_path() -> None:
     """nbgrader runs the `alembic` command (its gradebook migrations) from PATH: make it this
-    environment's, also when the venv is not activated."""
-    bindir = str(Path(sys.executable).parent)
-    if bindir not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+    environment's, also when the venv is not activated -- or, where alembic came with the environment
+    this one was made from (scripts/setup.sh on a machine whose python3 is itself a virtual
+    environment, as on the GPU images), that environment's."""
+    bindirs = [Path(sys.executable).parent]
+    if not (bindirs[0] / "alembic").exists():
+        for entry in map(Path, sys.path):
+            if entry.name in ("site-packages", "dist-packages") and len(entry.parents) > 2 \
+                    and (entry.parents[2] / "bin" / "alembic").exists():
+                bindirs.append(entry.parents[2] / "bin")
+                break
+    path = os.environ.get("PATH", "").split(os.pathsep)
+    for bindir in reversed(bindirs):
+        if str(bindir) not in path:
+            path.insert(0, str(bindir))
+    os.environ["PATH"] = os.pathsep.join(path)
 
 
 def _api(root: Path, **kwargs: Any) -> Any:
