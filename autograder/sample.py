@@ -336,7 +336,12 @@ def grade_sample(args: argparse.Namespace) -> int:
     if root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True)
-    samples = sample_class(args.assignment, root)
+    # The misbehaving submissions are written for gradscaler; another assignment's sample class is its
+    # honest fixtures (reference, stub, wrong submissions), each with its stated scores.
+    adversarial_part = args.assignment == "gradscaler"
+    samples = sample_class(args.assignment, root, adversarial_part=adversarial_part)
+    if not adversarial_part:
+        print(f"sample class of {args.assignment}: its fixtures only (the misbehaving submissions are gradscaler's)")
     export = write_export(samples, root / "lms-export.zip")
     print(f"sample class of {args.assignment}: {len(samples)} files from {len(expected(samples))} students "
           f"in {export}")
