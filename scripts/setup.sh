@@ -50,7 +50,8 @@ if [ ! -x "$VENV/bin/python" ]; then
     # --system-site-packages reaches the installation it was made from, not its packages, so
     # its site-packages are added to .venv by a .pth file (after .venv's own, which win).
     if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
-      parent=$("$PYTHON" -c 'import site; print("\n".join(site.getsitepackages()))')
+      # every site-packages folder on its path: those its own .pth files add too (a chain of environments)
+      parent=$("$PYTHON" -c 'import sys; print("\n".join(p for p in sys.path if p.rstrip("/").endswith(("site-packages", "dist-packages"))))')
       own=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
       echo "$parent" > "$own/_dlperf_parent_site.pth"
       echo "setup: $PYTHON is a virtual environment; its packages are visible to $VENV through $own/_dlperf_parent_site.pth"
