@@ -331,11 +331,10 @@ def reduce_scatter_into(output: torch.Tensor, tensor: torch.Tensor, group: Any =
 
 def _call(op: str) -> Callable[[torch.Tensor, torch.Tensor], Any]:
     """The torch.distributed call for ``op`` as ``f(input, output)`` (in-place ops ignore ``output``)."""
-    rs, ag = reduce_scatter_into, all_gather_into
     return {
         "all_reduce": lambda i, o: dist.all_reduce(i),
-        "reduce_scatter": lambda i, o: rs(o, i),
-        "all_gather": lambda i, o: ag(o, i),
+        "reduce_scatter": lambda i, o: reduce_scatter_into(o, i),
+        "all_gather": lambda i, o: all_gather_into(o, i),
         "broadcast": lambda i, o: dist.broadcast(i, src=0),
         "all_to_all": lambda i, o: dist.all_to_all_single(o, i),
     }[op]

@@ -12,7 +12,7 @@ with cudaGetDeviceCount error 304 ("OS call failed or operation not supported on
 other case worked: hosts get no PID namespace where a GPU is visible (zygote.gpu_visible).
 Needs only torch (the machine's python3 will do).
 """
-import ctypes, os, sys, signal, traceback
+import ctypes, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
 NEWNS, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET = 0x20000, 0x4000000, 0x8000000, 0x10000000, 0x20000000, 0x40000000
 import torch, torch._dynamo  # noqa
@@ -24,7 +24,7 @@ def chk(r, what):
 def cuda():
     x = torch.ones(4, device="cuda"); return float((x * 2).sum().item())
 
-def unshare(flags, tmpfs=(), proc=False):
+def unshare(flags, tmpfs=()):
     uid, gid = os.getuid(), os.getgid()
     chk(libc.prctl(4, 1, 0, 0, 0), "dumpable1")
     chk(libc.unshare(flags), "unshare")

@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     deadline = None if args.time_limit is None else time.monotonic() + args.time_limit
     found: tuple[list[str], str] = ([], "the book was not built in this check")
     errors: list[str] = []
-    for n, step in enumerate(steps):
+    for step in steps:
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
             step.note = "no time left"
@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.copytree(built, references)
             found = recorded_references(references)
             errors = chapter_errors(reports, out)
-        report.write_text(report_text(info, steps, found, when, errors, finished=n == len(steps) - 1))
+        report.write_text(report_text(info, steps, found, when, errors, finished=False))
     report.write_text(report_text(info, steps, found, when, errors))
     print(f"\ngpu-check: report {report}\n")
     print(report.read_text())

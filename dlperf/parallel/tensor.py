@@ -143,7 +143,7 @@ def _all_reduce(x: torch.Tensor, traffic: Traffic | None, phase: str, group: Any
 
 
 def _all_gather(x: torch.Tensor, dim: int, traffic: Traffic | None, phase: str, group: Any) -> torch.Tensor:
-    """Concatenate every rank's ``x`` along ``dim`` (one ``all_gather_single`` along dim 0)."""
+    """Concatenate every rank's ``x`` along ``dim`` (one all-gather along dim 0, :func:`dlperf.collectives.all_gather_into`)."""
     _, world = _world(group)
     moved = x.movedim(dim, 0).contiguous()
     out = moved.new_empty((world * moved.shape[0], *moved.shape[1:]))
