@@ -55,6 +55,7 @@ from typing import Any
 import torch
 
 from dlperf.grading import wire
+from dlperf.grading.reading import cells_of
 
 from . import zygote as zygote_module
 
@@ -117,40 +118,10 @@ def _time_left(timeout: float) -> float:
 # ---------------------------------------------------------------------------------------------
 
 
-def _defining_file(obj: Any) -> str:
-    if isinstance(obj, (types.FunctionType, types.MethodType)):
-        return inspect.unwrap(obj).__code__.co_filename
-    if isinstance(obj, type):
-        for value in vars(obj).values():
-            if isinstance(value, (classmethod, staticmethod)):
-                value = value.__func__
-            if isinstance(value, property):
-                value = value.fget
-            if isinstance(value, types.FunctionType):
-                return value.__code__.co_filename
-        raise TypeError(f"class {obj.__name__} has no method, so the cell that defined it cannot be found")
-    raise TypeError(f"{obj!r} is not a function or a class defined in the notebook")
-
-
 def solution_parts(*objects: Any) -> list[tuple[str, str]]:
-    """``[(file name, source)]`` of the cells that define ``objects``, each once, in the order given.
-
-    In a notebook each cell is compiled under a pseudo file name that IPython
-    (or the check run) registers in :mod:`linecache`: the whole cell is the
-    solution, imports and helpers included.
-    """
-    if not objects:
-        raise ValueError("name the function(s) or class(es) of the solution")
-    parts: list[tuple[str, str]] = []
-    for obj in objects:
-        filename = _defining_file(obj)
-        if any(filename == f for f, _ in parts):
-            continue
-        lines = linecache.getlines(filename)
-        if not lines:
-            raise ValueError(f"the source of {filename} cannot be found: define the solution in a notebook cell")
-        parts.append((filename, "".join(lines)))
-    return parts
+    """``[(file name, source)]`` of the cells that define ``objects`` (:func:`dlperf.grading.reading.cells_of`:
+    the self-check finds the same cells in the student's kernel)."""
+    return cells_of(*objects)
 
 
 def _module_of(name: str) -> str:
@@ -167,8 +138,10 @@ def hidden_files(names: Sequence[str]) -> list[str]:
 
     files: list[str] = []
     for name in names:
-        _, _, obj = _resolve(name)
+        owner, _, obj = _resolve(name)
         module = sys.modules.get(getattr(obj, "__module__", "") or "")
+        if module is None and isinstance(owner, types.ModuleType):   # a dict or other value: its module's file
+            module = owner
         path = getattr(module, "__file__", None) or inspect.getfile(obj)
         for candidate in (path, importlib.util.cache_from_source(path) if path.endswith(".py") else None):
             if candidate and os.path.isfile(candidate) and candidate not in files:
