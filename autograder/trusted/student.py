@@ -41,7 +41,6 @@ import contextlib
 import importlib.util
 import inspect
 import itertools
-import linecache
 import mmap
 import os
 import signal
