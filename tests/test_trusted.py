@@ -219,6 +219,31 @@ def test_a_process_that_dies_is_reported_and_the_checker_carries_on(call, args, 
             s.call("double", 1)
 
 
+RESIZE = """
+import gc, mmap
+
+def resize_every_map(t):
+    tried = refused = 0
+    for obj in gc.get_objects():
+        if isinstance(obj, mmap.mmap):
+            tried += 1
+            try:
+                obj.resize(1)          # ftruncate of the shared file: SIGBUS in the checker without the seals
+            except (OSError, ValueError, SystemError, TypeError):
+                refused += 1
+    return tried, refused
+"""
+
+
+def test_shared_memory_cannot_be_resized_by_the_host():
+    """The memory handed to a host is sealed: a truncation is refused there, and this process reads on."""
+    with Student(parts=[("<solution>", RESIZE)]) as s:
+        shared = s.share(torch.arange(4096, dtype=torch.float32))
+        tried, refused = s.call("resize_every_map", shared)
+        assert tried >= 1 and refused == tried
+        assert torch.equal(shared.read(), torch.arange(4096, dtype=torch.float32))   # no SIGBUS here
+
+
 def test_a_call_that_runs_too_long_is_killed():
     with Student(parts=[("<solution>", SOURCE)]) as s:
         pid = s.process.pid

@@ -38,6 +38,7 @@ become :class:`CheckFailed` with a sentence that says so.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import importlib.util
 import inspect
 import itertools
@@ -154,15 +155,24 @@ def hidden_files(names: Sequence[str]) -> list[str]:
 
 
 class _Region:
-    """Anonymous shared memory (``memfd``) of this process, mapped here; its descriptor goes to the host once."""
+    """Anonymous shared memory (``memfd``) of this process, mapped here; its descriptor goes to the host once.
+
+    Its size is fixed before the descriptor leaves this process: the pages are allocated
+    (``posix_fallocate``, so a full ``/dev/shm`` fails here, not as a ``SIGBUS`` later) and the file is
+    sealed against shrinking, growing and further seals.  A host that truncates its copy of the
+    descriptor gets ``EPERM``; without the seals, this process would die of ``SIGBUS`` at its next read.
+    """
 
     _ids = itertools.count(1)
+    SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
 
     def __init__(self, nbytes: int):
         self.id = next(self._ids)
         self.size = max(64, -(-nbytes // 64) * 64)
-        self.fd = os.memfd_create(f"dlperf-shared-{self.id}")
+        self.fd = os.memfd_create(f"dlperf-shared-{self.id}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         os.ftruncate(self.fd, self.size)
+        os.posix_fallocate(self.fd, 0, self.size)
+        fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, self.SEALS)
         self.mm = mmap.mmap(self.fd, self.size)
         self.base = torch.frombuffer(self.mm, dtype=torch.uint8)
         self.sent = False
