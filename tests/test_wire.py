@@ -112,3 +112,27 @@ def test_garbage_is_a_wire_error_and_a_closed_peer_is_eof():
     c.close()
     with pytest.raises(EOFError):
         wire.Channel(d).recv()
+
+
+def test_the_largest_frame_a_peer_may_send_stays_small_in_the_reader():
+    """A protocol-valid header of many tiny values (the most Python objects per byte of JSON) is bounded
+    by MAX_HEADER before it is read and by MAX_VALUES while it is decoded: the reader's memory stays
+    within a few hundred MiB, where the earlier limits let one frame take several GiB."""
+    import resource
+    import threading
+
+    a, b = socket.socketpair()
+    inner = b"[" + b"[]," * 999 + b"[]]"               # a thousand lists, three bytes each
+    count = (wire.MAX_HEADER - 2) // (len(inner) + 1)
+    header = b"[" + b",".join([inner] * count) + b"]"
+    assert len(header) <= wire.MAX_HEADER
+    sender = threading.Thread(target=lambda: a.sendall(struct.pack("<II", len(header), 0) + header))
+    sender.start()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    got, buffers, _ = wire.Channel(b).recv()
+    sender.join()
+    with pytest.raises(wire.WireError, match="values in one frame"):
+        wire.decode(got, wire.Decoded(buffers))
+    del got
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mib < 600, f"one frame took {grown_mib:.0f} MiB"

@@ -66,13 +66,17 @@ DTYPES: dict[str, torch.dtype] = {
 }
 _NAMES = {v: k for k, v in DTYPES.items()}
 
-MAX_HEADER = 64 * 2**20          # bytes of JSON in one frame
-MAX_FRAME = 1024 * 2**20         # bytes of buffers in one frame
+# A frame is bounded before it is read: what a peer sends can make the reader hold at most about
+# MAX_HEADER of JSON (a few times that as Python objects), and MAX_FRAME of buffers (twice that while
+# a tensor is rebuilt from one).  The largest frame a check sends today is a 32 MiB tensor.
+MAX_HEADER = 8 * 2**20           # bytes of JSON in one frame
+MAX_FRAME = 256 * 2**20          # bytes of buffers in one frame
 MAX_BUFFERS = 100_000
 MAX_FDS = 64
 MAX_DEPTH = 40
 MAX_STRING = 20_000              # characters of one string (longer ones are cut, never refused)
 MAX_ITEMS = 1_000_000            # elements of one container
+MAX_VALUES = 2_000_000           # values decoded from one frame, all containers together
 
 _HEAD = struct.Struct("<II")     # header length, number of buffers
 _LEN = struct.Struct("<Q")
@@ -194,6 +198,7 @@ class Decoded:
     buffers: Sequence[bytes]
     tags: dict[str, Callable[[dict[str, Any]], Any]] = field(default_factory=dict)
     devices: Callable[[str], str] | None = None
+    values: int = 0      # decoded so far (bounded by MAX_VALUES)
 
 
 def _int_list(value: Any, what: str) -> list[int]:
@@ -240,6 +245,9 @@ def decode(data: Any, ctx: Decoded, depth: int = 0) -> Any:
     """Rebuild a value from its JSON; :class:`WireError` for anything the protocol does not allow."""
     if depth > MAX_DEPTH:
         raise WireError("a value nested too deeply")
+    ctx.values += 1
+    if ctx.values > MAX_VALUES:
+        raise WireError(f"more than {MAX_VALUES:,} values in one frame")
     if data is None or isinstance(data, (bool, int, float)):
         return data
     if isinstance(data, str):
@@ -373,7 +381,7 @@ class Channel:
             for fd in fds:
                 _close(fd)
             raise WireError(f"a malformed frame header ({type(exc).__name__})") from None
-        buffers: list[bytes] = []
+        buffers: list[bytearray] = []
         total = 0
         for _ in range(count):
             (size,) = _LEN.unpack(self._exact(_LEN.size))
@@ -382,7 +390,7 @@ class Channel:
                 for fd in fds:
                     _close(fd)
                 raise WireError(f"a frame larger than {MAX_FRAME // 2**20} MiB")
-            buffers.append(bytes(self._exact(size)))
+            buffers.append(self._exact(size))      # a bytearray: no second copy of a large buffer
         return header, buffers, fds
 
     def close(self) -> None:
