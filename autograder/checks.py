@@ -33,7 +33,8 @@ written there can corrupt it): ``{"ready": true, ...}``; after the job was
 read (one JSON line on stdin), ``{"start": grade_id}`` before and ``{"test": grade_id,
 "notebook": name, "outputs": [...], "seconds": s}`` after each test cell, so that the results
 of the cells that finished survive if this process dies; and last
-``{"done": true, "setup_error": ..., "isolation": [...]}``.
+``{"done": true, "setup_error": ..., "isolation": [...]}``.  With ``--serve``, a job whose process died
+before ``done`` is followed at once by ``{"died": "killed by SIGKILL"}`` from the warm process.
 """
 
 from __future__ import annotations
@@ -232,6 +233,17 @@ def _one_job(reply: TextIO, warm_up_seconds: float) -> int:
     return 0
 
 
+def _death(status: int) -> str:
+    """How a job's process ended, in words (``killed by SIGBUS``, ``exit code 1``)."""
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            return f"killed by {signal.Signals(number).name}"
+        except ValueError:
+            return f"killed by signal {number}"
+    return f"exit code {os.WEXITSTATUS(status)}" if os.WIFEXITED(status) else "ended"
+
+
 def _in_sandbox_pid_namespace() -> bool:
     """True where PID 1 is bubblewrap's: every other process we may signal belongs to this sandbox."""
     try:
@@ -264,6 +276,12 @@ def _serve(reply: TextIO, warm_up_seconds: float) -> int:
             _, status = os.waitpid(pid, 0)
         except ChildProcessError:
             status = 0
+        if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) in (0, NO_MORE_JOBS)):
+            # The job's process died before it said "done" (a signal, its memory limit): say so at once,
+            # so that the worker records it now instead of waiting out the submission's time limit.
+            with contextlib.suppress(Exception):
+                reply.write(json.dumps({"died": _death(status)}) + "\n")
+                reply.flush()
         if clean:
             with contextlib.suppress(OSError):
                 os.kill(-1, signal.SIGKILL)      # all of this sandbox but us and its init

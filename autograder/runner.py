@@ -43,7 +43,7 @@ from .assignment import Assignment
 from .kernel import run_notebook
 from .slots import REPO, gpu_devices, release_spares, take_slot
 
-__all__ = ["OUTCOMES", "REPO", "Job", "Result", "Settings", "grade", "release_spares"]
+__all__ = ["OUTCOMES", "REPO", "Job", "Result", "Settings", "grade", "kernel_preload", "release_spares"]
 
 OUTCOMES = ("graded", "timed out", "crashed", "tampered", "invalid", "infrastructure failure")
 SEVERITY = {o: i for i, o in enumerate(("graded", "tampered", "timed out", "crashed"))}
@@ -77,6 +77,9 @@ class Job:
     digest: str                          # sha256 of the submission: what the gradebook's record refers to
     settings: Settings = field(default_factory=Settings)
     secret: str = ""                     # seeds the hidden checks' random inputs (autograder.trusted.seeds)
+    # A run over several assignments (engine.grade_term): what the worker's warm processes import.
+    check_preload: tuple[str, ...] | None = None   # the check run's imports (the union of the run's; None: own)
+    next_preload: tuple[str, ...] | None = None    # the spare kernel's: the worker's likely next job (None: own)
 
     @property
     def requires_gpu(self) -> bool:
@@ -197,6 +200,12 @@ def _threads(settings: Settings, trusted: bool) -> int:
     return max(1, worker_cores() // (2 if trusted else 1))
 
 
+def kernel_preload(spec: Assignment) -> tuple[str, ...]:
+    """The modules a warm kernel (and the check run) imports for ``spec``: its setup cells' imports."""
+    return tuple(dict.fromkeys(m for nb_spec in spec.notebooks for m in
+                               nbtools.setup_imports(nbformat.reads(nb_spec.source, as_version=4))))
+
+
 def _worst(outcomes: list[tuple[str, str]]) -> tuple[str, str]:
     """The outcome of a submission from its notebooks' (the most serious one), with every reason."""
     worst = max(outcomes, key=lambda o: SEVERITY.get(o[0], 0))[0]
@@ -248,10 +257,9 @@ def grade(job: Job, *, worker: str = "", queued: float = 0.0, prewarm: bool = Fa
                       "runner, or grade on CPU explicitly (--cpu)")
     t_slot = time.monotonic()
     try:
-        preload = tuple(dict.fromkeys(m for nb_spec in spec.notebooks for m in
-                                      nbtools.setup_imports(nbformat.reads(nb_spec.source, as_version=4))))
-        slot = take_slot(settings, gpu, prewarm, checks=trusted, preload=preload,
-                         threads=_threads(settings, trusted))
+        slot = take_slot(settings, gpu, prewarm, checks=trusted, preload=kernel_preload(spec),
+                         threads=_threads(settings, trusted), check_preload=job.check_preload,
+                         next_preload=job.next_preload)
     except Exception as exc:  # noqa: BLE001 - the runner's own failure, not the student's
         return result("infrastructure failure", f"could not start the sandbox: {type(exc).__name__}: {exc}")
     # The submission's time limit counts from when its sandboxes are ready: a slow start of the
@@ -347,7 +355,9 @@ def grade(job: Job, *, worker: str = "", queued: float = 0.0, prewarm: bool = Fa
                                   + slot.checks.tail()[-500:], sandbox=slot.describe(), seconds=timings, stats=stats)
                 else:
                     memory = " (memory limit exceeded)" if stats.get("checks", {}).get("oom_killed") else ""
-                    outcome, reason = "crashed", f"the hidden tests stopped{where}: the check run was killed{memory}"
+                    how = f" ({reply['died']})" if reply.get("died") else ""
+                    outcome, reason = "crashed", (f"the hidden tests stopped{where}: the check run was killed{how}"
+                                                  f"{memory}; the cells that finished keep their results")
             elif reply.get("setup_error"):
                 return result("infrastructure failure", "the instructor's setup failed in the check run: "
                               + reply["setup_error"], sandbox=slot.describe(), seconds=timings, stats=stats)

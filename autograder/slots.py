@@ -12,7 +12,12 @@ worker's **check run** (:class:`CheckServer`: ``python -m autograder.checks
 --serve`` in a sandbox of its own), which is kept from one submission to the
 next: each job runs in a fork of it taken before that job is read, and everything
 else in its sandbox is killed between two jobs, so torch is imported for the
-checks once per worker, not once per submission.  Each sandboxed process gets
+checks once per worker, not once per submission.  A run over several assignments
+(``autograder grade A B C``) gives every job the union of their setup imports as the check run's
+preload (``check_preload``): one warm check run per worker serves all of them, each job still in
+a fork of its own; the warm kernel keeps its own assignment's imports (the student's kernel holds
+only what its own setup cells import), and the spare slot is started for the assignment the worker
+will most likely grade next (``next_preload``, the engine's guess).  Each sandboxed process gets
 its share of the worker's cores as its compute threads (``OMP_NUM_THREADS``).
 Separate sandboxes have separate memory and process limits: a fork bomb or a
 memory hog in the kernel cannot starve the hidden checks, and the other way
@@ -101,7 +106,8 @@ class CheckRun:
     def run(self, job: Mapping[str, Any], timeout: float) -> dict[str, Any]:
         """Send the job; what came back: ``tests`` (notebook -> grade id -> outputs and seconds, for the
         cells that finished), ``done`` (all ran), ``running`` (the test cell it was in when it stopped),
-        ``timed_out``, ``setup_error``, ``isolation``."""
+        ``timed_out``, ``setup_error``, ``isolation``, and ``died`` (how the job's process ended, where
+        it died before ``done``)."""
         assert self.process.stdin is not None
         got: dict[str, Any] = {"tests": {}, "done": False, "running": None, "timed_out": False,
                                "setup_error": None, "isolation": []}
@@ -133,6 +139,9 @@ class CheckRun:
             elif line.get("done"):
                 got.update(done=True, setup_error=line.get("setup_error"), isolation=line.get("isolation", []))
                 self.clean = True
+                return got
+            elif "died" in line:         # the job's process is gone (the warm one says so at once)
+                got["died"] = str(line["died"])[:200]
                 return got
 
     def tail(self) -> str:
@@ -288,9 +297,17 @@ def gpu_devices() -> str | None:
 
 
 def take_slot(settings: Any, gpu: str | None, prewarm: bool, checks: bool = True,
-              preload: tuple[str, ...] | None = None, threads: int = 0) -> Slot:
+              preload: tuple[str, ...] | None = None, threads: int = 0,
+              check_preload: tuple[str, ...] | None = None, next_preload: tuple[str, ...] | None = None) -> Slot:
     """The warm slot if one matches, else a new one, with the worker's check run attached where
-    ``checks``; then start the next slot in the background."""
+    ``checks``; then start the next slot in the background.
+
+    ``preload``: the warm kernel's imports (this assignment's setup imports); ``check_preload``: the
+    check run's (default ``preload``; a run over several assignments passes the union of theirs, so
+    that one check run serves them all); ``next_preload``: the kernel imports of the submission this
+    worker will most likely grade next (default ``preload``), for the spare slot.  At most one spare
+    slot is kept: a spare of another kind is closed when the next one is made.
+    """
     global _swept
     if not _swept:
         _swept = True
@@ -299,33 +316,37 @@ def take_slot(settings: Any, gpu: str | None, prewarm: bool, checks: bool = True
         sweep_stale_cgroups()   # what a grader killed earlier on this machine left behind
         sweep_stale_folders()
     key = (settings, gpu, preload, threads)
+    server_key = (settings, gpu, preload or () if check_preload is None else check_preload, threads)
     with _lock:
         slot = _spare.pop(key, None)
     if slot is None:
         slot = _launcher.submit(Slot, settings, gpu, preload, threads).result()
     if checks:
         with _lock:
-            server = _servers.pop(key, None)
+            server = _servers.pop(server_key, None)
         if server is not None and server.run.process.poll() is not None:
             server.close()        # it died while it waited (killed from outside)
             server = None
         if server is None:
             try:
-                server = _launcher.submit(CheckServer, settings, gpu, preload or (), threads).result()
+                server = _launcher.submit(CheckServer, settings, gpu, server_key[2], threads).result()
             except BaseException:
                 slot.close()
                 raise
-        slot.attach(server, key)
+        slot.attach(server, server_key)
     if prewarm:
+        spare_key = key if next_preload is None else (settings, gpu, next_preload, threads)
+
         def make() -> None:
-            spare = Slot(settings, gpu, preload, threads)
+            spare = Slot(settings, gpu, spare_key[2], threads)
             with _lock:
-                old = _spare.pop(key, None)
-                _spare[key] = spare
-            if old is not None:
-                old.close()
+                old = list(_spare.values())       # one spare per worker: the kind it will grade next
+                _spare.clear()
+                _spare[spare_key] = spare
+            for stale in old:
+                stale.close()
             if checks and not settings.sandbox:
-                _give_back(CheckServer(settings, gpu, preload or (), threads), key)   # one job each
+                _give_back(CheckServer(settings, gpu, server_key[2], threads), server_key)   # one job each
         _track(_launcher.submit(make))
     return slot
 

@@ -83,6 +83,31 @@ def test_a_check_run_whose_job_did_not_finish_is_not_used_again() -> None:
         server.close()
 
 
+def test_a_job_whose_process_dies_is_reported_at_once_and_its_finished_cells_kept() -> None:
+    """A check run killed in the middle of a job (SIGBUS from memory a host shrank, the memory limit) used to
+    leave the worker waiting for the whole submission's limit: the warm process now says at once that the
+    job's process died, and how; the cells that finished keep their outputs."""
+    import time
+
+    server = slots.CheckServer(SETTINGS, None, (), 1)
+    job = {"notebooks": [{"name": "", "setup": [], "solutions": [],
+                          "tests": [{"grade_id": "first", "source": "print('finished')"},
+                                    {"grade_id": "second", "source": "import os, signal\nos.kill(os.getpid(), "
+                                                                      "signal.SIGBUS)"},
+                                    {"grade_id": "third", "source": "print('never')"}]}],
+           "budget": 120, "secret": "s", "files": {}}
+    try:
+        server.run.ready(120)
+        started = time.monotonic()
+        reply = server.run.run(job, timeout=120)
+        assert time.monotonic() - started < 30, "the worker waited for the time limit"
+        assert not reply["done"] and not reply["timed_out"] and reply["died"] == "killed by SIGBUS"
+        assert reply["running"] == "second" and list(reply["tests"][""]) == ["first"]
+        assert not server.reusable()
+    finally:
+        server.close()
+
+
 def test_the_pool_gives_the_same_check_run_to_the_next_submission_only_when_it_ended_well() -> None:
     key = (SETTINGS, None, ("math",), 1)
     try:

@@ -111,6 +111,7 @@ def look(pid, path):
     except OSError as exc:
         found["fd"] = type(exc).__name__
     found["path"] = os.path.exists(path)
+    found["proc"] = sorted(n for n in os.listdir("/proc") if n.isdigit()) if os.path.isdir("/proc") else []
     import socket
     try:
         socket.create_connection(("127.0.0.1", 22), timeout=1).close()
@@ -300,6 +301,7 @@ def test_the_host_cannot_reach_the_checker():
     if s.process.pid_namespace:     # none where a GPU is visible (the test below)
         assert found["pid"] == 1
         assert found["signal"] in ("ProcessLookupError", "PermissionError")
+        assert found["proc"] == []  # no process of anyone else's (another rank's name, the checker's arguments)
     assert {found["environ"], found["mem"], found["fd"]} <= {"PermissionError", "FileNotFoundError"}
     assert found["network"] in ("ConnectionRefusedError", "OSError", "TimeoutError")
     assert found["path"] is False or os.path.dirname(secret) not in (os.getcwd(), os.path.expanduser("~"))

@@ -31,8 +31,12 @@ Each host, where the kernel allows unprivileged user namespaces, gets:
   a virtual environment under ``/tmp`` -- is bound back, read-only where the
   kernel allows), and the source files of the library objects an exercise
   forbids hidden (read as empty);
+* an empty ``/proc`` where it has a PID namespace of its own (the sandbox's ``/proc`` would list the
+  other processes, other ranks included, with their names and arguments);
 * **no capability** (bounding set cleared, ``no_new_privs``), so it cannot
-  undo those mounts.
+  undo those mounts;
+* the out-of-memory killer's first choice (``oom_score_adj`` 1000): a host that fills the sandbox's
+  memory is killed, not the check run.
 
 The checker talks to the host only through the socket(s) it hands over; the
 host inherits no other file descriptor.  Where namespaces cannot be made (a
@@ -143,6 +147,13 @@ def _enter_namespaces(private: Sequence[str], hide: Sequence[str], pid_namespace
     for path in hide:
         if os.path.isfile(path):
             _check(_libc.mount(b"/dev/null", path.encode(), None, MS_BIND, None), f"hide {path}")
+    if pid_namespace:
+        # The /proc mounted here is the sandbox's: it lists every process of the check run's PID namespace,
+        # other hosts included, with their names and arguments, which a host could read (or set, for the
+        # others to read: a channel around the relay).  A fresh /proc for the new PID namespace cannot be
+        # mounted inside bubblewrap (it covers parts of its /proc), so /proc is an empty tmpfs here.
+        _check(_libc.mount(b"tmpfs", b"/proc", b"tmpfs", MS_NOSUID | MS_NODEV, b"size=4096,mode=555"),
+               "mount tmpfs /proc")
 
 
 def _needed() -> list[str]:
@@ -210,9 +221,22 @@ def _run_host(channel: int, relay: int | None, output: int | None, isolated: boo
     serve(channel, relay)
 
 
+def _first_to_die() -> None:
+    """Make this process (and what it forks: the host) the out-of-memory killer's first choice.
+
+    Hosts share the check run's sandbox and so its memory limit; a host that fills it must be the one
+    killed (the check then fails for that solution), never the check run, which would take every
+    later cell of the submission with it.  Raising one's own ``oom_score_adj`` needs no privilege.
+    """
+    with contextlib.suppress(OSError):
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+
+
 def _monitor(request: dict[str, Any], fds: list[int], report: int) -> None:
     """In the monitor: namespaces (if asked and possible), then fork the host and wait for it."""
     _die_with_parent()
+    _first_to_die()
     for module in request.get("preload", []):   # before their source files are hidden
         with contextlib.suppress(ImportError):
             importlib.import_module(module)
