@@ -122,6 +122,23 @@ def test_pointer_chain_is_one_cycle_through_every_line():
     assert i == 0 and len(seen) == 64
 
 
+def test_the_chase_continues_its_lap_from_one_call_to_the_next():
+    """Every call starts where the last one stopped, so successive timed calls visit new lines (restarting
+    at 0 kept the same few lines in the caches whatever the buffer's size)."""
+    chain = P._pointer_chain(64 * 64)       # 64 lines
+    where = [0]
+    visited = []
+    for _ in range(8):
+        start = where[0]
+        P._chase(chain, 8, where)
+        i, lap = start, []
+        for _ in range(8):
+            lap.append(i)
+            i = chain[i]
+        visited.extend(lap)
+    assert sorted(visited) == sorted(set(visited)) and len(visited) == 64    # one whole lap, no line twice
+
+
 def test_memory_latency_results():
     results = P.memory_latency((4 * P.KiB, 64 * P.KiB), steps=2000, min_run_time=FAST)
     assert [r.key for r in results] == ["latency/4KiB", "latency/64KiB", "latency/extra"]
