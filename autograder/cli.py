@@ -59,9 +59,28 @@ def cmd_collect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _grade_targets(args: argparse.Namespace, root: Path) -> tuple[list[str], list[str]]:
+    """The assignments and the students ``autograder grade`` names: ``A [B ...] [STUDENT ...]`` (the
+    leading names that are assignments of the course, the first one always), or ``--all [STUDENT ...]``
+    (every assignment of the course with a collected submission)."""
+    from .assignment import assignment_ids
+    from .engine import find_submissions
+
+    names = list(args.names)
+    known = set(assignment_ids(root))
+    if args.all:
+        return [a for a in sorted(known) if find_submissions(root, a)], names
+    if not names:
+        raise ValueError("name the assignment(s) to grade, or --all")
+    assignments = [names.pop(0)]
+    while names and names[0] in known:
+        assignments.append(names.pop(0))
+    return assignments, names
+
+
 def cmd_grade(args: argparse.Namespace) -> int:
     from . import report
-    from .engine import grade_class
+    from .engine import grade_term
     from .sandbox import SandboxUnavailable, check_available
 
     if not args.no_sandbox:
@@ -73,26 +92,51 @@ def cmd_grade(args: argparse.Namespace) -> int:
     from .assignment import AssignmentError
 
     root = Path(args.course).resolve()
+    assignments, students = _grade_targets(args, root)
+    if not assignments:
+        print("nothing to grade: no assignment of the course has a collected submission")
+        return 0
     try:
-        run = grade_class(args.assignment, course_root=root, db_url=_db_url(args), students=args.students,
-                          force=args.force, settings=_settings(args), choice=_choice(args), retries=args.retries,
-                          mode=args.mode)
+        run = grade_term(assignments, course_root=root, db_url=_db_url(args), students=students, force=args.force,
+                         settings=_settings(args), choice=_choice(args), retries=args.retries, mode=args.mode)
     except AssignmentError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if run.records:
-        from .gradebook import Writer
+    if not any(r.records for r in run.runs.values()):
+        return 0
+    from .gradebook import Writer
 
-        with Writer(_db_url(args), root) as writer:
-            records = writer.records(args.assignment)
+    wall = run.wall_seconds if run.workers else None
+    with Writer(_db_url(args), root) as writer:
+        recorded = {a: writer.records(a) for a in assignments}
+    if len(assignments) == 1:
+        (assignment, records), = recorded.items()
         print()
-        print(report.summary_text(records, wall_seconds=run.wall_seconds if run.workers else None,
-                                  workers=run.workers or None))
-        html = Path(args.report) if args.report else root / "reports" / f"{args.assignment}.html"
+        print(report.summary_text(records, wall_seconds=wall, workers=run.workers or None))
+        html = Path(args.report) if args.report else root / "reports" / f"{assignment}.html"
         html.parent.mkdir(parents=True, exist_ok=True)
-        report.write_html(records, html, title=f"Grading report: {args.assignment}",
-                          wall_seconds=run.wall_seconds if run.workers else None, workers=run.workers or None)
+        report.write_html(records, html, title=f"Grading report: {assignment}", wall_seconds=wall,
+                          workers=run.workers or None)
         print(f"\nreport: {html}")
+        return 0
+    # Several assignments: one report each (its records), then the term's (all of them, the run's wall time).
+    reports = root / "reports"
+    reports.mkdir(parents=True, exist_ok=True)
+    print()
+    for assignment, records in recorded.items():
+        if records:
+            report.write_html(records, reports / f"{assignment}.html", title=f"Grading report: {assignment}")
+            print(f"report: {reports / f'{assignment}.html'}")
+    everything = [r for records in recorded.values() for r in records]
+    graded = sum(len(r.records) for r in run.runs.values())
+    print(f"\nterm: {len(assignments)} assignments, {graded} submission(s) graded in this run"
+          + (f", {run.check_runs} check run(s) started for them" if run.workers else ""))
+    print(report.summary_text(everything, wall_seconds=wall, workers=run.workers or None))
+    html = Path(args.report) if args.report else reports / "term.html"
+    html.parent.mkdir(parents=True, exist_ok=True)
+    report.write_html(everything, html, title=f"Grading report: {', '.join(assignments)}", wall_seconds=wall,
+                      workers=run.workers or None)
+    print(f"\nterm report: {html}")
     return 0
 
 
@@ -123,12 +167,17 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-EXPORT_COLUMNS = ["assignment", "student_id", "timestamp", "score", "max_score", "outcome", "reason", "mode",
-                  "device", "cpu_only", "graded_at"]
+EXPORT_COLUMNS = ["assignment", "student_id", "timestamp", "score", "max_score", "raw_score", "penalty", "outcome",
+                  "reason", "mode", "device", "cpu_only", "graded_at"]
 
 
 def export_rows(course_root: Path, db_url: str) -> list[dict[str, Any]]:
-    """One row per (assignment, student): nbgrader's score (manual grades included) and our record."""
+    """One row per (assignment, student): nbgrader's score (manual grades included) and our record.
+
+    ``score`` is the score ``nbgrader export`` writes: the raw score (``raw_score``: automatic and manual
+    grades) less the late penalty (``penalty``: what the course's ``LateSubmissionPlugin`` or
+    ``AssignLatePenalties.plugin_class`` gave each notebook, clamped to [0, the notebook's score] when
+    it was assigned), never below 0."""
     from nbgrader.api import Gradebook, MissingEntry
 
     from .gradebook import Writer
@@ -142,14 +191,18 @@ def export_rows(course_root: Path, db_url: str) -> list[dict[str, Any]]:
                 record = records.get((assignment.name, student.id))
                 try:
                     sub = gb.find_submission(assignment.name, student.id)
-                    score, timestamp = sub.score, sub.timestamp
+                    raw, timestamp = sub.score, sub.timestamp
+                    penalty = float(sub.late_submission_penalty or 0.0)
                 except MissingEntry:
-                    score, timestamp = (None, None)
-                if record is None and score is None:
+                    raw, timestamp, penalty = None, None, None
+                if record is None and raw is None:
                     continue
+                score = None if raw is None else max(0.0, raw - (penalty or 0.0))   # as nbgrader export
                 rows.append({"assignment": assignment.name, "student_id": student.id,
                              "timestamp": timestamp.isoformat() if timestamp else "",
                              "score": "" if score is None else f"{score:g}", "max_score": f"{assignment.max_score:g}",
+                             "raw_score": "" if raw is None else f"{raw:g}",
+                             "penalty": "" if penalty is None else f"{penalty:g}",
                              "outcome": record["outcome"] if record else "graded by nbgrader",
                              "reason": record["reason"] if record else "",
                              "mode": (record.get("mode") or "") if record else "", "device": record["device"] if record else "",
@@ -307,15 +360,23 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--exchange", metavar="DIR", help="nbgrader's exchange root (default: the course configuration's)")
     c.set_defaults(func=cmd_collect)
 
-    g = sub.add_parser("grade", help="grade the collected submissions (what is left, or --force for all)")
-    g.add_argument("assignment")
-    g.add_argument("students", nargs="*", help="only these students")
+    g = sub.add_parser("grade", help="grade the collected submissions (what is left, or --force for all) of one "
+                       "assignment or several in one run", usage="%(prog)s [options] (ASSIGNMENT [ASSIGNMENT ...] | "
+                       "--all) [STUDENT ...]")
+    g.add_argument("names", nargs="*", metavar="ASSIGNMENT/STUDENT",
+                   help="the assignment(s), then only these students: the leading names that are assignments of "
+                        "the course are graded in one run (one start-up, one pool of warm sandboxes), the rest "
+                        "are students")
+    g.add_argument("--all", action="store_true",
+                   help="every assignment of the course with a collected submission, in one run")
     g.add_argument("--force", action="store_true", help="grade again what is already recorded")
     g.add_argument("--mode", choices=["trusted", "nbgrader"],
                    help="how the hidden tests run: 'trusted' (the project's trusted checks, for assignments written "
                         "for them) or 'nbgrader' (nbgrader's semantics: in the student's kernel); default: what "
                         "autograder.toml's [assignments.<id>] mode or the notebooks' metadata say, else nbgrader")
-    g.add_argument("--report", metavar="FILE", help="HTML report (default: <course>/reports/<assignment>.html)")
+    g.add_argument("--report", metavar="FILE", help="HTML report (default: <course>/reports/<assignment>.html; "
+                   "with several assignments, the term's report, default <course>/reports/term.html, beside one "
+                   "report per assignment)")
     add_grading_options(g)
     g.set_defaults(func=cmd_grade)
 
@@ -324,7 +385,8 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("students", nargs="*")
     f.set_defaults(func=cmd_feedback)
 
-    e = sub.add_parser("export", help="grades as CSV (nbgrader's scores, manual grades included, and outcomes)")
+    e = sub.add_parser("export", help="grades as CSV (nbgrader's exported score: manual grades included, late "
+                       "penalties applied; raw_score and penalty; outcomes)")
     e.add_argument("--to", default="grades.csv", help="file, or - for stdout (default grades.csv)")
     e.set_defaults(func=cmd_export)
 

@@ -134,7 +134,22 @@ class Writer:
                 record["cells"] = json.loads(record["cells"])
                 record["seconds"] = json.loads(record["seconds"])
                 latest[(record["assignment"], record["student"])] = record
+        penalties = self.penalties(assignment)
+        for key, record in latest.items():
+            # nbgrader's late penalty of the submission (the sum of its notebooks', each clamped to
+            # [0, notebook score] when it was assigned); "raw_score" is the record's own score.
+            record["penalty"] = penalties.get(key, 0.0)
         return sorted(latest.values(), key=lambda r: (r["assignment"], r["student"]))
+
+    def penalties(self, assignment: str | None = None) -> dict[tuple[str, str], float]:
+        """``{(assignment, student): late penalty}`` as nbgrader's gradebook holds it (0 when none)."""
+        from nbgrader.api import Assignment, Student, SubmittedAssignment
+
+        query = self.gb.db.query(Assignment.name, Student.id, SubmittedAssignment.late_submission_penalty) \
+            .join(SubmittedAssignment.assignment).join(SubmittedAssignment.student)
+        if assignment is not None:
+            query = query.filter(Assignment.name == assignment)
+        return {(a, s): float(p or 0.0) for a, s, p in query.all()}
 
     def history(self, assignment: str, student: str) -> list[dict[str, Any]]:
         with self.gb.engine.connect() as conn:

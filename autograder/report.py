@@ -9,7 +9,8 @@ grading attempt)::
      "host": "gpu-03", "device": "cuda:0 (NVIDIA H100 80GB HBM3)", "worker": "tcp://...",
      "sandbox": "bwrap, no network, ...", "attempts": 1, "cpu_only": False,
      "seconds": {"queued": 0.4, "student": 6.1, "checks": 1.9, "total": 8.8},
-     "graded_at": "2026-11-21T21:30:00+00:00"}
+     "graded_at": "2026-11-21T21:30:00+00:00",
+     "penalty": 0.0}              # nbgrader's late penalty (optional; the gradebook's records carry it)
 
 and gets back:
 
@@ -27,6 +28,8 @@ Conventions, the same in all three:
 * Score statistics are over the submissions that have a score (``score`` is
   not ``None``): a submission that timed out or crashed keeps the points of
   the cells that passed; ``invalid`` and ``infrastructure failure`` have none.
+* A score is the score ``nbgrader export`` gives: the record's (raw) score less
+  its late ``penalty``, never below 0; the table shows the raw score beside it.
 * Time statistics are over the submissions that ran (:data:`RAN`: every
   outcome but ``invalid`` and ``infrastructure failure``), so that notebooks
   that were never executed do not pull the median down.
@@ -112,6 +115,8 @@ class _Sub:
     attempts: int
     graded_at: str
     cpu_only: bool
+    penalty: float = 0.0                 # nbgrader's late penalty; ``score`` is the raw score less it, >= 0
+    raw_score: float | None = None       # the score before the penalty
 
     @property
     def ran(self) -> bool:
@@ -143,9 +148,14 @@ def _sub(record: Mapping[str, Any]) -> _Sub:
     )
     raw_seconds = record.get("seconds") or {}
     seconds = {k: float(raw_seconds.get(k) or 0.0) for k in (*TIMES, *PHASES)}
+    # The score nbgrader exports: the raw score less the late penalty (the gradebook's), never below 0.
+    raw = _opt_float(record.get("score"))
+    penalty = float(record.get("penalty") or 0.0)
+    score = None if raw is None else max(0.0, raw - penalty)
     return _Sub(
+        penalty=penalty, raw_score=raw,
         assignment=str(record["assignment"]), student=str(record["student"]), outcome=outcome,
-        reason=str(record.get("reason") or ""), score=_opt_float(record.get("score")),
+        reason=str(record.get("reason") or ""), score=score,
         max_score=float(record.get("max_score") or 0.0), cells=cells,
         host=str(record.get("host") or ""), device=str(record.get("device") or ""),
         worker=str(record.get("worker") or ""), sandbox=str(record.get("sandbox") or ""),
@@ -907,12 +917,14 @@ def _ran_on(s: _Sub) -> str:
 def _student_row(s: _Sub, ids: Sequence[str]) -> str:
     cells = {c.grade_id: c for c in s.cells}
     score = f"{_num(s.score)} / {_num(s.max_score)}" if s.score is not None else "-"
+    late = (f'<br><span class="muted late">{_e(_num(s.raw_score))} less late penalty {_e(_num(s.penalty))}</span>'
+            if s.penalty and s.raw_score is not None else "")
     t = s.seconds
     split = f' <span class="muted">({t["student"]:.1f} + {t["checks"]:.1f})</span>' if s.ran else ""
     timing = f'<td class=num title="queued {_e(_secs(t["queued"]))}">{_e(_secs(t["total"]))}{split}</td>'
     attempts = f"<b>{s.attempts}</b>" if s.attempts > 1 else str(s.attempts)
     return (f"<tr><td class=student>{_e(s.student)}</td><td class=num>{'<b>' if s.full_marks else ''}{_e(score)}"
-            f"{'</b>' if s.full_marks else ''}</td>{''.join(_cell_td(cells.get(g)) for g in ids)}"
+            f"{'</b>' if s.full_marks else ''}{late}</td>{''.join(_cell_td(cells.get(g)) for g in ids)}"
             f"<td>{_badge(s.outcome)}{_tags(s)}</td><td class=reason>{_reason_html(s.reason)}</td>{timing}"
             f"<td class=num>{attempts}</td>{_ran_on(s)}</tr>")
 

@@ -1,0 +1,293 @@
+"""An ordinary nbgrader course, built as instructors build one, graded by plain nbgrader and by the class autograder.
+
+Where ``tests/test_nbgrader_compat.py`` grades nbgrader's own fixture notebooks, this file
+builds a course the way nbgrader's own tests of the exchange do: ``generate_assignment``,
+``release_assignment``, each student ``fetch_assignment`` (a home and configuration of their
+own), answers, ``submit``, the instructor ``collect``.  Then a copy of the course is graded
+with plain ``nbgrader autograde`` and another with ``autograder grade``, side by side, and
+the two are compared on what an instructor sees: the exported scores (late penalties
+included), the course's configuration, kernels, feedback, manual-grading flags.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder import course
+from autograder.gradebook import Writer
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+
+BIN = Path(sys.executable).parent
+COURSE_ID = "course101"
+DUE = "2026-01-15 12:00:00 UTC"
+
+# ---------------------------------------------------------------------------------------------
+# The assignment: ps1, two notebooks of 7 points each (a visible test of 4 points, a test of 3
+# with a hidden part), and an answer cell graded by hand in p1.
+# ---------------------------------------------------------------------------------------------
+
+RIGHT = "def sum_of_squares(n):\n    return sum(i * i for i in range(1, n + 1))\n"
+# why: the closed form, written otherwise than the reference: full marks
+CLOSED_FORM = "def sum_of_squares(n):\n    return n * (n + 1) * (2 * n + 1) // 6\n"
+# why: passes the visible checks only (the values it was shown): 4 of 7
+SHOWN_ONLY = ("def sum_of_squares(n):\n    return {1: 1, 2: 5, 3: 14}.get(n, 0)\n")
+LOOP = "def sum_of_squares(n):\n    while True:\n        pass\n"
+
+
+def _cell(kind: str, source: str, **nbgrader: object) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_code_cell(source) if kind == "code" else nbformat.v4.new_markdown_cell(source)
+    if nbgrader:
+        cell.metadata["nbgrader"] = {"schema_version": 3, "locked": False, "solution": False, "grade": False,
+                                     "task": False, **nbgrader}
+    return cell
+
+
+def source_notebook(name: str, kernel: str = "python3", test: str = "", manual: bool = False) -> str:
+    """The instructor's notebook ``name`` of ps1 (``test``: another visible test cell's source)."""
+    cells = [
+        _cell("markdown", f"# {name}: sums of squares", grade_id=f"{name}-intro", locked=True),
+        _cell("code", "def sum_of_squares(n):\n    ### BEGIN SOLUTION\n    return sum(i * i for i in range(1, n + 1))"
+                      "\n    ### END SOLUTION\n", grade_id=f"{name}-answer", solution=True),
+        _cell("code", test or "assert sum_of_squares(1) == 1\nassert sum_of_squares(2) == 5",
+              grade_id=f"{name}-visible", grade=True, locked=True, points=4),
+        _cell("code", "assert sum_of_squares(3) == 14\n### BEGIN HIDDEN TESTS\nassert sum_of_squares(11) == 506\n"
+                      "### END HIDDEN TESTS", grade_id=f"{name}-hidden", grade=True, locked=True, points=3),
+    ]
+    if manual:
+        cells.append(_cell("markdown", "Why does the closed form hold?\n\n=== BEGIN MARK SCHEME ===\ninduction\n"
+                                       "=== END MARK SCHEME ===", grade_id=f"{name}-why-q", locked=True))
+        cells.append(_cell("markdown", "YOUR ANSWER HERE", grade_id=f"{name}-why", solution=True, grade=True,
+                           points=2))
+    nb = nbformat.v4.new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": kernel, "display_name": kernel, "language": "python"}
+    return nbformat.writes(nb)
+
+
+def answered(release: str, answers: dict[str, str]) -> str:
+    """The student's version ``release`` with solution cells answered: grade id -> new source."""
+    nb = nbformat.reads(release, as_version=4)
+    for cell in nb.cells:
+        gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if gid in answers:
+            cell.source = answers[gid]
+    return nbformat.writes(nb)
+
+
+# ---------------------------------------------------------------------------------------------
+# Building a course through nbgrader's exchange
+# ---------------------------------------------------------------------------------------------
+
+
+def _env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ, PATH=str(BIN) + os.pathsep + os.environ.get("PATH", ""))
+    for var, sub in (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_DATA_DIR", "data"),
+                     ("JUPYTER_RUNTIME_DIR", "runtime"), ("IPYTHONDIR", "ipython")):
+        env[var] = str(home / ".jupyter-home" / sub)
+    env.pop("JUPYTER_PATH", None)
+    env.update(extra or {})
+    return env
+
+
+def nbgrader(cwd: Path, *args: str, env: dict[str, str] | None = None, check: bool = True
+             ) -> subprocess.CompletedProcess:
+    course.alembic_on_path()
+    out = subprocess.run([str(BIN / "nbgrader"), *args], cwd=cwd, env=_env(cwd, env), capture_output=True,
+                         text=True, timeout=600, check=False)
+    if check:
+        assert out.returncode == 0, f"`nbgrader {' '.join(args)}` exited {out.returncode}:\n{out.stdout}{out.stderr}"
+    return out
+
+
+def autograder(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autograder", "--course", str(root), *args], capture_output=True,
+                          text=True, timeout=900, cwd=course.REPO, env=_env(root, env))
+
+
+@dataclass
+class Course:
+    """A course built through the exchange, graded twice: ``plain`` by nbgrader, ``ours`` by the autograder."""
+
+    plain: Path
+    ours: Path
+    exchange: Path
+    graded: subprocess.CompletedProcess          # autograder grade's run
+    plain_log: subprocess.CompletedProcess       # nbgrader autograde's run
+    env: dict[str, str]
+
+
+def build(base: Path, config: str, sources: dict[str, dict[str, str]],
+          work: dict[str, dict[str, dict[str, str]]], stamps: dict[str, str] | None = None,
+          plugin: str = "", env: dict[str, str] | None = None) -> Path:
+    """The instructor's course at ``base/instructor`` after ``collect``.
+
+    ``sources``: assignment -> notebook name -> source notebook (JSON).  ``work``: student ->
+    assignment -> file name -> the student's file, where a value that starts with ``answers:`` is
+    a JSON object of answers filled into the fetched notebook of that name (:func:`answered`).
+    ``stamps``: student -> the timestamp.txt the collected submission is given afterwards (as
+    nbgrader's own tests write it), to put it at a chosen distance from the due date.
+    """
+    exchange = base / "exchange"
+    exchange.mkdir(parents=True)
+    exchange.chmod(0o777)
+    root = base / "instructor"
+    (root / "source").mkdir(parents=True)
+    (root / "nbgrader_config.py").write_text(
+        f"c = get_config()  # noqa: F821\nc.CourseDirectory.course_id = {COURSE_ID!r}\n"
+        f"c.CourseDirectory.root = {str(root)!r}\n"
+        f"c.CourseDirectory.db_url = {'sqlite:///' + str(root / 'gradebook.db')!r}\n"
+        f"c.Exchange.root = {str(exchange)!r}\n{config}")
+    if plugin:
+        (root / "late_plugin.py").write_text(plugin)
+    for assignment, notebooks in sources.items():
+        for name, text in notebooks.items():
+            (root / "source" / assignment).mkdir(parents=True, exist_ok=True)
+            (root / "source" / assignment / f"{name}.ipynb").write_text(text)
+        nbgrader(root, "db", "assignment", "add", assignment, "--duedate", DUE, env=env)
+        nbgrader(root, "generate_assignment", assignment, env=env)
+        nbgrader(root, "release_assignment", assignment, env=env)
+    for student, assignments in work.items():
+        home = base / "students" / student
+        home.mkdir(parents=True)
+        (home / "nbgrader_config.py").write_text(
+            f"c = get_config()  # noqa: F821\nc.CourseDirectory.course_id = {COURSE_ID!r}\n"
+            f"c.CourseDirectory.student_id = {student!r}\nc.Exchange.root = {str(exchange)!r}\n"
+            f"c.Exchange.cache = {str(home / '.nbgrader_cache')!r}\n")
+        for assignment, files in assignments.items():
+            nbgrader(home, "fetch_assignment", assignment, env=env)
+            folder = home / assignment
+            fetched = {p.name: p.read_text() for p in folder.glob("*.ipynb")}
+            for p in folder.glob("*.ipynb"):
+                p.unlink()           # what the student hands in is exactly ``files``
+            for name, what in files.items():
+                if what.startswith("answers:"):
+                    text = answered(fetched[name], json.loads(what[len("answers:"):]))
+                elif what == "fetched":
+                    text = fetched[name]
+                else:
+                    text = what
+                (folder / name).write_text(text)
+            nbgrader(home, "submit", assignment, env=env)
+    for assignment in sources:
+        nbgrader(root, "collect", assignment, env=env)
+    for student, stamp in (stamps or {}).items():
+        for folder in (root / "submitted" / student).iterdir():
+            (folder / "timestamp.txt").write_text(stamp)
+    return root
+
+
+def grade_both(base: Path, root: Path, assignment: str, env: dict[str, str] | None = None,
+               grade_args: tuple[str, ...] = ()) -> Course:
+    """Copies of the collected course graded by plain nbgrader and by the autograder, side by side."""
+    plain, ours = base / "plain", base / "ours"
+    for to in (plain, ours):
+        shutil.copytree(root, to, symlinks=True)
+        text = (to / "nbgrader_config.py").read_text().replace(str(root), str(to))
+        (to / "nbgrader_config.py").write_text(text)
+    ours_run = subprocess.Popen([sys.executable, "-m", "autograder", "--course", str(ours), "grade", assignment,
+                                 "--workers=1", "--timeout=300", *grade_args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, cwd=course.REPO, env=_env(ours, env))
+    try:
+        plain_log = nbgrader(plain, "autograde", assignment, env=env, check=False)
+        stdout, stderr = ours_run.communicate(timeout=900)
+    finally:
+        ours_run.kill()
+    graded = subprocess.CompletedProcess(ours_run.args, ours_run.returncode, stdout, stderr)
+    return Course(plain, ours, base / "exchange", graded, plain_log, dict(env or {}))
+
+
+def exported(c: Course) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
+    """``nbgrader export`` of the plain course and ``autograder export`` of ours: student -> row."""
+    nbgrader(c.plain, "export", "--to", str(c.plain / "grades.csv"), env=c.env)
+    out = autograder(c.ours, "export", "--to", str(c.ours / "grades.csv"), env=c.env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    read = lambda path: {r["student_id"]: r for r in csv.DictReader(path.open())}  # noqa: E731
+    return read(c.plain / "grades.csv"), read(c.ours / "grades.csv")
+
+
+def records(root: Path, assignment: str) -> dict[str, dict]:
+    with Writer(f"sqlite:///{root / 'gradebook.db'}", root) as writer:
+        return {r["student"]: r for r in writer.records(assignment)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Late penalties
+# ---------------------------------------------------------------------------------------------
+
+# A course's own plugin, a subclass of nbgrader's LateSubmissionPlugin: a point per started hour
+# late, each notebook's whole score when more than 4 hours late.
+LATE_PLUGIN = '''import math
+
+from nbgrader.plugins import LateSubmissionPlugin
+
+
+class HourlyThenZero(LateSubmissionPlugin):
+    def late_submission_penalty(self, student_id, score, total_seconds_late):
+        if total_seconds_late > 4 * 3600:
+            return score
+        return math.ceil(total_seconds_late / 3600)
+'''
+
+BOTH_RIGHT = {"p1.ipynb": "answers:" + json.dumps({"p1-answer": RIGHT}),
+              "p2.ipynb": "answers:" + json.dumps({"p2-answer": CLOSED_FORM})}
+LATE_WORK = {
+    # why: on time, both notebooks right: 14 of 14, no penalty
+    "ontime": {"ps1": BOTH_RIGHT},
+    # why: one hour late (to the second): a point per notebook, 12 of 14
+    "hour": {"ps1": BOTH_RIGHT},
+    # why: 4.5 hours late with p1 half right and p2 not handed in: 4 raw, all of it taken: 0
+    "late45": {"ps1": {"p1.ipynb": "answers:" + json.dumps({"p1-answer": SHOWN_ONLY})}},
+    # why: handed in at 12:30 Berlin time (11:30 UTC), before the 12:00 UTC due date: no penalty
+    "berlin": {"ps1": BOTH_RIGHT},
+    # why: handed in at 08:30 New York time (13:30 UTC), 1.5 h late: 2 points per notebook
+    "newyork": {"ps1": {"p1.ipynb": BOTH_RIGHT["p1.ipynb"], "p2.ipynb": "answers:" + json.dumps(
+        {"p2-answer": SHOWN_ONLY})}},
+}
+LATE_STAMPS = {"ontime": "2026-01-15 11:59:59.000000 UTC", "hour": "2026-01-15 13:00:00.000000 UTC",
+               "late45": "2026-01-15 16:30:00.000000 UTC", "berlin": "2026-01-15 12:30:00.000000 Europe/Berlin",
+               "newyork": "2026-01-15 08:30:00.000000 America/New_York"}
+# student -> (raw score, penalty, exported score), what nbgrader's own export must say
+LATE_EXPECTED = {"ontime": (14, 0, 14), "hour": (14, 2, 12), "late45": (4, 4, 0), "berlin": (14, 0, 14),
+                 "newyork": (11, 4, 7)}
+
+
+@pytest.fixture(scope="module")
+def late_course(tmp_path_factory: pytest.TempPathFactory, bubblewrap: None) -> Course:
+    base = tmp_path_factory.mktemp("late")
+    root = build(base, "c.AssignLatePenalties.plugin_class = 'late_plugin.HourlyThenZero'\n",
+                 {"ps1": {"p1": source_notebook("p1"), "p2": source_notebook("p2")}}, LATE_WORK, LATE_STAMPS,
+                 plugin=LATE_PLUGIN)
+    return grade_both(base, root, "ps1")
+
+
+def test_export_gives_nbgraders_score_with_late_penalties(late_course: Course) -> None:
+    c = late_course
+    assert c.graded.returncode == 0, c.graded.stdout[-3000:] + c.graded.stderr[-3000:]
+    plain, ours = exported(c)
+    for student, (raw, penalty, score) in LATE_EXPECTED.items():
+        row = plain[student]     # nbgrader's own export: else this test, not the autograder, is wrong
+        assert (float(row["raw_score"]), float(row["late_submission_penalty"]), float(row["score"])) == \
+            (raw, penalty, score), (student, row)
+        mine = ours[student]
+        assert (float(mine["raw_score"]), float(mine["penalty"]), float(mine["score"])) == (raw, penalty, score), \
+            (student, mine)
+        assert mine["outcome"] == "graded", (student, mine)
+    assert float(ours["late45"]["max_score"]) == float(plain["late45"]["max_score"]) == 14
+
+    # The HTML report shows the score nbgrader exports, and the raw score less the penalty beside it.
+    report = autograder(c.ours, "report", "ps1", "--html", str(c.ours / "report.html"), env=c.env)
+    assert report.returncode == 0, report.stdout + report.stderr
+    page = (c.ours / "report.html").read_text()
+    assert "12 / 14" in page and "14 less late penalty 2" in page, page[-3000:]
+    assert "0 / 14" in page and "4 less late penalty 4" in page
