@@ -283,13 +283,29 @@ def single_grader(course_root: Path) -> Iterator[None]:
 
 @dataclass
 class ClassRun:
-    """What :func:`grade_class` did."""
+    """What :func:`grade_class` did (or :func:`grade_term`, for one of its assignments)."""
 
     records: list[dict[str, Any]]
     skipped: list[str]
     wall_seconds: float
     workers: int
     cluster: str
+
+
+@dataclass
+class TermRun:
+    """What :func:`grade_term` did: per assignment (in the order asked), and for the whole run."""
+
+    runs: dict[str, ClassRun]
+    wall_seconds: float
+    workers: int                         # 0: nothing was graded (no cluster was started)
+    cluster: str
+    check_runs: int = 0                  # check runs started (a warm one serves the following submissions)
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """The records this run wrote, every assignment's."""
+        return [r for run in self.runs.values() for r in run.records]
 
 
 def grade_class(assignment: str, *, course_root: Path, db_url: str, students: Sequence[str] | None = None,
@@ -301,90 +317,159 @@ def grade_class(assignment: str, *, course_root: Path, db_url: str, students: Se
     :mod:`autograder.assignment`); an assignment whose tests cannot run in it is refused
     (:class:`~autograder.assignment.AssignmentError`) before anything is graded.
     """
+    return grade_term([assignment], course_root=course_root, db_url=db_url, students=students, force=force,
+                      settings=settings, choice=choice, retries=retries, progress=progress, mode=mode).runs[assignment]
+
+
+def _next_preloads(todo: Sequence[Job], preloads: dict[str, tuple[str, ...]], workers: int) -> list[tuple[str, ...]]:
+    """For each job (in the order sent), the kernel imports of the job its worker most likely grades next.
+
+    Dask hands queued tasks out in the order they were sent, so a worker that takes job ``i`` next
+    takes about job ``i + workers``; past the end, the job's own (a retry is of the same kind).
+    """
+    kinds = [preloads[j.assignment] for j in todo]
+    return [kinds[min(i + workers, len(kinds) - 1)] for i in range(len(kinds))]
+
+
+def grade_term(assignments: Sequence[str], *, course_root: Path, db_url: str, students: Sequence[str] | None = None,
+               force: bool = False, settings: Settings | None = None, choice: ClusterChoice | None = None,
+               retries: int = 1, progress: Callable[[str], None] | None = print, mode: str | None = None) -> TermRun:
+    """Grade the collected submissions of several assignments in one run: one lock, one gradebook
+    connection, one Dask cluster and one pool of warm sandboxes for all of them.
+
+    Every assignment is read (and refused, for a mode its tests cannot run in) before anything is
+    graded.  Jobs go out assignment by assignment; each worker's check run imports what every
+    assignment's setup cells import, so one warm check run serves them all (each job in a fork of
+    its own, as within one assignment), and each job tells its worker which kind of kernel to warm
+    for the job it most likely grades next.  ``students``: only these students, in every assignment
+    that has a submission of theirs (each must have one somewhere).
+    """
     from distributed import as_completed
 
+    from .runner import kernel_preload
+
+    names = list(dict.fromkeys(assignments))
+    if not names:
+        raise ValueError("no assignment to grade")
     settings = settings or Settings()
     choice = choice or ClusterChoice()
     say = progress or (lambda _: None)
+    term = len(names) > 1
     start = time.monotonic()
     with single_grader(course_root), Writer(db_url, course_root) as writer:
-        spec = load_assignment(assignment, course_root, db_url, mode)
-        say(f"{assignment}: {len(spec.notebooks)} notebook(s) ({', '.join(n + '.ipynb' for n in spec.names)}), "
-            f"graded in {spec.mode} mode ({spec.mode_origin})")
-        subs = find_submissions(course_root, assignment)
+        specs: dict[str, Assignment] = {}
+        for name in names:
+            specs[name] = spec = load_assignment(name, course_root, db_url, mode)
+            say(f"{name}: {len(spec.notebooks)} notebook(s) ({', '.join(n + '.ipynb' for n in spec.names)}), "
+                f"graded in {spec.mode} mode ({spec.mode_origin})")
+        found = {name: find_submissions(course_root, name) for name in names}
         if students:
             wanted = set(students)
-            missing = wanted - {s.student for s in subs}
+            missing = wanted - {s.student for subs in found.values() for s in subs}
             if missing:
-                raise ValueError(f"no collected {assignment} submission for: {', '.join(sorted(missing))}")
-            subs = [s for s in subs if s.student in wanted]
-        jobs = make_jobs(assignment, subs, settings, course_root, spec=spec)
-        done = {} if force else writer.done(assignment)
-        skipped = [j.student for j in jobs if done.get(j.student) == j.digest]
-        todo = [j for j in jobs if done.get(j.student) != j.digest]
-        stamps = {s.student: s.timestamp for s in subs}
-        records: list[dict[str, Any]] = []
-        if skipped:
-            say(f"{assignment}: {len(skipped)} submission(s) already graded, not graded again "
-                "(--force to regrade)")
+                what = f"submission of {', '.join(names)}" if term else f"{names[0]} submission"
+                raise ValueError(f"no collected {what} for: {', '.join(sorted(missing))}")
+            found = {name: [s for s in subs if s.student in wanted] for name, subs in found.items()}
+        todo: list[Job] = []
+        skipped: dict[str, list[str]] = {}
+        stamps: dict[tuple[str, str], dt.datetime | None] = {}
+        for name in names:
+            subs = found[name]
+            jobs = make_jobs(name, subs, settings, course_root, spec=specs[name])
+            done = {} if force else writer.done(name)
+            skipped[name] = [j.student for j in jobs if done.get(j.student) == j.digest]
+            mine = [j for j in jobs if done.get(j.student) != j.digest]
+            todo += mine
+            stamps.update({(name, s.student): s.timestamp for s in subs})
+            if skipped[name]:
+                say(f"{name}: {len(skipped[name])} submission(s) already graded, not graded again "
+                    "(--force to regrade)")
+            if not mine:
+                say(f"{name}: nothing left to grade" if subs or not term else f"{name}: nothing collected")
+        records: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+
+        def finish(wall: float, workers: int, what: str, check_runs: int = 0) -> TermRun:
+            runs = {name: ClassRun(records[name] if workers else writer.records(name), skipped[name], wall,
+                                   workers, what) for name in names}
+            return TermRun(runs, wall, workers, what, check_runs)
+
         if not todo:
-            say(f"{assignment}: nothing left to grade")
-            return ClassRun(writer.records(assignment), skipped, time.monotonic() - start, 0, "")
+            return finish(time.monotonic() - start, 0, "")
+        # One check run per worker for the whole run: it imports what any of the assignments' setup
+        # cells import (public: the notebooks' own imports), and each job still runs in a fork of it.
+        preloads = {name: kernel_preload(specs[name]) for name in names}
+        if term:
+            union = tuple(dict.fromkeys(m for name in names for m in preloads[name]))
+            for job in todo:
+                job.check_preload = union
+        counts = {name: sum(j.assignment == name for j in todo) for name in names}
         with connect(choice) as (client, what):
             infos = client.scheduler_info()["workers"]
             workers = len(infos) or 1
-            say(f"{assignment}: grading {len(todo)} submission(s) on {what}"
-                f"{' (CPU grading of a GPU exercise: marked in the records)' if settings.cpu and todo[0].requires_gpu else ''}")
+            cpu_note = (" (CPU grading of a GPU exercise: marked in the records)"
+                        if settings.cpu and any(j.requires_gpu for j in todo) else "")
+            if term:
+                for job, upcoming in zip(todo, _next_preloads(todo, preloads, workers)):
+                    job.next_preload = upcoming
+                parts = ", ".join(f"{name} {n}" for name, n in counts.items() if n)
+                say(f"grading {len(todo)} submission(s) of {sum(1 for n in counts.values() if n)} assignment(s) "
+                    f"({parts}) on {what}{cpu_note}")
+            else:
+                say(f"{names[0]}: grading {len(todo)} submission(s) on {what}{cpu_note}")
             # One submission per GPU: ask for the GPU resource where the workers offer it (local GPU
             # workers, Slurm jobs with GRES, a lab's workers started with --resources GPU=1).
             gpu_workers = bool(infos) and all(w.get("resources", {}).get("GPU") for w in infos.values())
             resources = {"GPU": 1} if gpu_workers else None
-            attempts = {j.student: 1 for j in todo}
+            attempts = {(j.assignment, j.student): 1 for j in todo}
             by_key = {}
             futures = []
             for job in todo:
                 future = client.submit(_run_on_worker, job, time.time(), pure=False, resources=resources,
-                                       key=f"grade-{assignment}-{job.student}-{job.digest[:12]}-1")
+                                       key=f"grade-{job.assignment}-{job.student}-{job.digest[:12]}-1")
                 by_key[future.key] = job
                 futures.append(future)
             pending = as_completed(futures, with_results=True, raise_errors=False)
             finished = 0
+            check_runs = 0
+            who = (lambda j: f"{j.assignment}/{j.student}") if term else (lambda j: j.student)
             for future, result in pending:
                 job = by_key[future.key]
+                key = (job.assignment, job.student)
                 if not isinstance(result, Result):
                     error = future.exception() if future.status == "error" else result
                     result = Result(job.assignment, job.student, job.digest, "infrastructure failure",
                                     f"the worker failed: {type(error).__name__}: {error}", {},
-                                    "", "", "", "", False, {"total": 0.0}, mode=spec.mode)
-                if result.outcome == "infrastructure failure" and attempts[job.student] <= retries \
+                                    "", "", "", "", False, {"total": 0.0}, mode=job.spec.mode)
+                if result.stats.get("checks", {}).get("jobs") == 1:
+                    check_runs += 1           # this submission's check run was started for it
+                if result.outcome == "infrastructure failure" and attempts[key] <= retries \
                         and "needs a GPU" not in result.reason:
-                    attempts[job.student] += 1
+                    attempts[key] += 1
                     retry = client.submit(_run_on_worker, job, time.time(), pure=False, resources=resources,
-                                          key=f"grade-{assignment}-{job.student}-{job.digest[:12]}-"
-                                              f"{attempts[job.student]}")
+                                          key=f"grade-{job.assignment}-{job.student}-{job.digest[:12]}-"
+                                              f"{attempts[key]}")
                     by_key[retry.key] = job
                     pending.add(retry)
-                    say(f"  {job.student}: infrastructure failure ({result.reason[:120]}), running it again")
+                    say(f"  {who(job)}: infrastructure failure ({result.reason[:120]}), running it again")
                     continue
                 try:
                     lost = client.run_on_scheduler(_lost_workers, key=future.key)
                 except Exception:  # noqa: BLE001 - only for the record
                     lost = 0
                 if lost:
-                    say(f"  {job.student}: {lost} worker(s) died while grading it; Dask ran it again elsewhere")
-                record = writer.record(result, timestamp=stamps.get(job.student),
-                                       attempts=attempts[job.student] + lost)
-                records.append(record)
+                    say(f"  {who(job)}: {lost} worker(s) died while grading it; Dask ran it again elsewhere")
+                record = writer.record(result, timestamp=stamps.get(key), attempts=attempts[key] + lost)
+                records[job.assignment].append(record)
                 finished += 1
                 score = f"{record['score']:g}/{record['max_score']:g}" if record["score"] is not None else "-"
                 elapsed = time.monotonic() - start
                 eta = elapsed / finished * (len(todo) - finished)
-                say(f"  [{finished:>{len(str(len(todo)))}}/{len(todo)}] {job.student}: {score} {result.outcome}"
+                say(f"  [{finished:>{len(str(len(todo)))}}/{len(todo)}] {who(job)}: {score} {result.outcome}"
                     f"{' (' + result.reason[:100] + ')' if result.reason else ''} in {result.seconds['total']:.1f} s"
                     f" on {result.worker or '?'}; {elapsed:.0f} s elapsed, ~{eta:.0f} s left")
             with contextlib.suppress(Exception):
                 client.run(_release_spares)
-        return ClassRun(records, skipped, time.monotonic() - start, workers, what)
+        return finish(time.monotonic() - start, workers, what, check_runs)
 
 
 def ensure_assignment(assignment: str, course_root: Path, db_url: str) -> None:
@@ -394,5 +479,5 @@ def ensure_assignment(assignment: str, course_root: Path, db_url: str) -> None:
     _generated(course_root, assignment, db_url, course_config(course_root, db_url))
 
 
-__all__ = ["ClassRun", "ClusterChoice", "connect", "ensure_assignment", "find_submissions", "grade_class",
-           "local_gpus", "make_jobs", "requires_gpu"]
+__all__ = ["ClassRun", "ClusterChoice", "TermRun", "connect", "ensure_assignment", "find_submissions",
+           "grade_class", "grade_term", "local_gpus", "make_jobs", "requires_gpu"]

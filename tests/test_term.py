@@ -1,0 +1,187 @@
+"""Several assignments graded in one run (``autograder grade A B C``, ``--all``): one start-up, one pool.
+
+A small course of three assignments (the instructors' page's ``squares``, twice in trusted mode with
+different setup imports and once in nbgrader mode, each with a right, a subtly wrong and a cheating
+submission) is graded in one run and, in a copy, one assignment at a time: every record must be the
+same, and the run must have started one check run for both trusted assignments (the warm check run
+of its one worker serves the second assignment too, each job in a fork of its own), where the runs
+one by one start one each.  The pool itself (which check run and which spare kernel a job gets) is
+tested on real sandboxes below.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell
+
+from autograder import cli, course, examples, slots
+from autograder.engine import _next_preloads
+from autograder.gradebook import Writer
+from autograder.runner import Settings
+
+PY = sys.executable
+# assignment -> (mode, setup cell before the solution: its imports are what the warm kernel preloads)
+TERM = {"sq_first": ("trusted", "import math"), "sq_second": ("trusted", "import json"),
+        "sq_plain": ("nbgrader", "import math")}
+# student -> (score, maximum) per mode, written out from the specification (tests/test_examples.py)
+EXPECTED = {"nbgrader": {"right": (3, 3), "wrong": (1, 3), "cheat": (3, 3)},
+            "trusted": {"right": (2, 2), "wrong": (0, 2), "cheat": (0, 2)}}
+
+
+def _course(root: Path) -> Path:
+    """The three assignments, released with nbgrader, and three submissions of each."""
+    root.mkdir(parents=True)
+    (root / "nbgrader_config.py").write_text(
+        f"c = get_config()\nc.CourseDirectory.root = {str(root)!r}\n"
+        f"c.CourseDirectory.db_url = {'sqlite:///' + str(root / 'gradebook.db')!r}\n")
+    for name, (mode, setup) in TERM.items():
+        nb = examples.source_notebook(mode)
+        nb.cells.insert(1, new_code_cell(setup))
+        (root / "source" / name).mkdir(parents=True)
+        nbformat.write(nb, root / "source" / name / "squares.ipynb")
+        examples._run(["nbgrader", "generate_assignment", name], root)
+        release = nbformat.read(root / "release" / name / "squares.ipynb", as_version=4)
+        for student, code in examples.SUBMISSIONS.items():
+            sub = nbformat.from_dict(release)
+            for cell in sub.cells:
+                if cell.metadata.get("nbgrader", {}).get("solution"):
+                    cell.source = code
+            (root / "submitted" / student / name).mkdir(parents=True)
+            nbformat.write(sub, root / "submitted" / student / name / "squares.ipynb")
+    return root
+
+
+def _grade(root: Path, *args: str) -> str:
+    run = subprocess.run([PY, "-m", "autograder", "--course", str(root), "grade", *args, "--workers=1",
+                          "--timeout=300", "--memory=2", "--processes=256"], capture_output=True, text=True,
+                         timeout=900, cwd=course.REPO)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    return run.stdout
+
+
+def _records(root: Path) -> dict[tuple[str, str], tuple]:
+    with Writer(f"sqlite:///{root / 'gradebook.db'}", root) as writer:
+        return {(r["assignment"], r["student"]): (r["outcome"], r["score"], r["max_score"], json.dumps(r["cells"]),
+                                                  r["mode"]) for r in writer.records()}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_term_in_one_run_grades_as_one_assignment_at_a_time(tmp_path: Path, bubblewrap: None) -> None:
+    together = _course(tmp_path / "together")
+    apart = tmp_path / "apart"
+    shutil.copytree(together, apart)
+    out = _grade(together, "--all")
+    alone = {name: _grade(apart, name) for name in TERM}
+
+    got, expected = _records(together), _records(apart)
+    assert set(got) == {(a, s) for a in TERM for s in examples.SUBMISSIONS}
+    assert got == expected
+    for (assignment, student), (outcome, score, max_score, _, mode) in got.items():
+        assert mode == TERM[assignment][0] and outcome == "graded"
+        assert (score, max_score) == EXPECTED[mode][student], (assignment, student)
+    # one start-up and one progress count over all nine submissions
+    assert out.count("on 1 CPU worker(s)") == 1, out
+    assert "grading 9 submission(s) of 3 assignment(s) (sq_first 3, sq_plain 3, sq_second 3)" in out, out
+    assert re.search(r"\[9/9\] sq_\w+/\w+: ", out), out
+    # one check run for both trusted assignments (a fresh check run's first job says jobs == 1); one each apart
+    assert "9 submission(s) graded in this run, 1 check run(s) started for them" in out, out
+    assert all(f"{name}: grading 3 submission(s) on 1 CPU worker(s)" in alone[name] for name in TERM)
+    # one report per assignment and the term's
+    for name in TERM:
+        assert (together / "reports" / f"{name}.html").is_file()
+    term = (together / "reports" / "term.html").read_text()
+    assert all(name in term for name in TERM)
+    # nothing left: a second run grades nothing and starts no cluster
+    again = _grade(together, "sq_first", "sq_second", "sq_plain")
+    assert all(f"{name}: 3 submission(s) already graded" in again for name in TERM) and "CPU worker(s)" not in again
+
+
+def test_which_names_are_assignments_and_which_students(tmp_path: Path) -> None:
+    root = tmp_path / "course"
+    for name in ("alpha", "beta"):
+        (root / "source" / name).mkdir(parents=True)
+        nbformat.write(examples.source_notebook("nbgrader"), root / "source" / name / "squares.ipynb")
+    (root / "nbgrader_config.py").write_text(f"c = get_config()\nc.CourseDirectory.root = {str(root)!r}\n")
+    (root / "submitted" / "ada" / "beta").mkdir(parents=True)
+    (root / "submitted" / "ada" / "beta" / "squares.ipynb").write_text("{}")
+
+    def targets(*names: str, everything: bool = False) -> tuple[list[str], list[str]]:
+        return cli._grade_targets(argparse.Namespace(names=list(names), all=everything), root)
+
+    assert targets("alpha") == (["alpha"], [])
+    assert targets("alpha", "ada", "bob") == (["alpha"], ["ada", "bob"])
+    assert targets("alpha", "beta", "ada") == (["alpha", "beta"], ["ada"])
+    assert targets("nosuch", "ada") == (["nosuch"], ["ada"])   # the first name is always an assignment
+    assert targets("ada", everything=True) == (["beta"], ["ada"])   # --all: those with a submission
+    with pytest.raises(ValueError, match="--all"):
+        targets()
+
+
+def test_a_worker_warms_the_kernel_of_its_likely_next_job() -> None:
+    class J:
+        def __init__(self, assignment: str) -> None:
+            self.assignment = assignment
+
+    todo = [J(a) for a in "aaabbc"]
+    kinds = {"a": ("x",), "b": ("y",), "c": ("z",)}
+    assert _next_preloads(todo, kinds, 1) == [("x",), ("x",), ("y",), ("y",), ("z",), ("z",)]
+    assert _next_preloads(todo, kinds, 2) == [("x",), ("y",), ("y",), ("z",), ("z",), ("z",)]
+
+
+SETTINGS = Settings(memory_bytes=2 * 2**30, processes=256)
+
+
+def _job(source: str) -> dict:
+    return {"notebooks": [{"name": "", "setup": [], "solutions": [], "tests": [{"grade_id": "t", "source": source}]}],
+            "budget": 60.0, "secret": "s", "files": {}}
+
+
+def _out(reply: dict) -> str:
+    return "".join(o.get("text", "") for o in reply["tests"][""]["t"]["outputs"]).strip()
+
+
+@pytest.mark.usefixtures("bubblewrap")
+def test_one_check_run_serves_two_assignments_and_the_spare_is_the_next_ones() -> None:
+    union = ("colorsys", "wave")      # two modules nothing else here imports
+    try:
+        first = slots.take_slot(SETTINGS, None, prewarm=True, checks=True, preload=("colorsys",), threads=1,
+                                check_preload=union, next_preload=("wave",))
+        server = first.server
+        assert server is not None
+        first.checks.ready(120)
+        reply = first.checks.run(_job("import sys\nprint({'colorsys', 'wave'} <= set(sys.modules))"), timeout=60)
+        assert reply["done"] and _out(reply) == "True"     # the check run imported the union
+        first.close()
+        with slots._lock:
+            warming = list(slots._warming)
+        concurrent.futures.wait(warming, timeout=120)
+        # the spare kernel is the next assignment's (its own imports), and there is only that one
+        assert list(slots._spare) == [(SETTINGS, None, ("wave",), 1)]
+        spare = slots._spare[(SETTINGS, None, ("wave",), 1)]
+        second = slots.take_slot(SETTINGS, None, prewarm=False, checks=True, preload=("wave",), threads=1,
+                                 check_preload=union)
+        assert second is spare                       # warm: no sandbox to wait for
+        assert second.server is server               # the same warm check run ...
+        second.checks.ready(60)
+        reply = second.checks.run(_job("print(globals().get('x', 'fresh'))\nx = 2"), timeout=60)
+        assert reply["done"] and server.run.jobs == 2  # ... in a fresh fork for this job
+        assert _out(reply) == "fresh"
+        second.close()
+        # without a union (one assignment per run), a check run is the assignment's own, as before
+        other = slots.take_slot(SETTINGS, None, prewarm=False, checks=True, preload=("wave",), threads=1)
+        assert other.server is not server
+        other.close()
+    finally:
+        slots.release_spares()
+    assert not slots._servers and not slots._spare
