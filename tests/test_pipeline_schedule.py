@@ -92,29 +92,85 @@ def test_missing_and_duplicated_operations_are_named():
         ps.complete([[("F", 0), ("F", 1), ("B", 1), ("B", 0)], [("F", 0), ("F", 1), ("F", 1)]], 2, 2, "case")
 
 
-def test_the_source_reading_refuses_the_library_and_what_reaches_it():
+def test_the_reading_is_the_shared_allow_list_with_the_exercise_s_public_rules():
+    from dlperf.grading.probes.pipeline_schedule import RULES
+    from dlperf.grading.reading import read
+
+    assert ps.RULES is RULES
+
     def findings(source):
-        return ps.static_findings([("cell", source)])
+        return ps.findings([("cell", source)])
 
-    assert findings("import itertools\nimport torch\n\ndef f(p, m):\n    return [[('F', 0)] for _ in range(p)]\n") == []
-    assert "imports dlperf.parallel" in findings("from dlperf.parallel import pipeline\n")[0]
-    assert "imports autograder" in findings("import autograder.exercises.pipeline_schedule as x\n")[0]
-    assert "imports importlib" in findings("import importlib\n")[0]
-    found = " ".join(findings("import torch\nx = torch.sys.modules\n"))
-    assert "the attribute sys " in found and "the attribute modules " in found
-    assert "uses __import__" in findings("x = __import__('dlperf')\n")[0]
-    assert "attribute __class__" in findings("x = ().__class__\n")[0]
-    assert "does not parse" in findings("def f(:\n")[0]
+    assert findings("from __future__ import annotations\nimport heapq, itertools, math\nfrom collections import deque\n"
+                    "from typing import List\n\n\ndef f(p: int, m: int) -> List[list]:\n    q = deque([1])\n"
+                    "    q.appendleft(0)\n    h = []\n    heapq.heappush(h, (math.ceil(p / 2), 1))\n"
+                    "    return [list(itertools.chain([('F', 0)], q)) for _ in range(p)]\n") == []
+    refused = {
+        "from dlperf.parallel import pipeline\n": "the chapter's library has both schedules ready-made",
+        "import torch.distributed.pipelining as tp\n": "the chapter's library has both schedules ready-made",
+        "import autograder.exercises.pipeline_schedule as x\n": "imports autograder.exercises",
+        "import importlib\n": "imports importlib",
+        "import operator\nf = operator.attrgetter('parallel.pipeline')\n": "imports operator",
+        "import functools\nx = functools.reduce(getattr, ['a'], 0)\n": "getattr",
+        "x = __import__('dlperf')\n": "__import__",
+        "x = ().__class__\n": "special attribute",
+        "import torch\nx = torch.arange(3)\n": "plain Python data",
+        "import typing\nx = typing.get_type_hints(len)\n": "it evaluates strings",
+        "def f():\n    def g():\n        yield gen.gi_frame.f_back\n    gen = g()\n    return next(gen)\n": ".gi_frame",
+        "def f(p, m):\n    return helper(p, m)\n": "which these cells do not define",
+        "def f(:\n": "does not parse",
+    }
+    for source, message in refused.items():
+        found = findings(source)
+        assert found and message in " ".join(found), (source, found)
+        assert found == read([("cell", source)], RULES)        # the same code the self-check runs
+    # a class of the cell's own may keep private attributes on self
+    assert findings("class Stage:\n    def __init__(self):\n        self._ops = []\n\n    def add(self, op):\n"
+                    "        self._ops.append(op)\n        return self._ops\n") == []
 
 
-def test_the_instructor_solution_passes_the_source_reading_and_every_fixture_says_why():
+def test_the_ready_made_schedules_are_switched_off_in_the_host():
+    """Whatever the reading says, the host has no library schedule to call and no source of one to read."""
+    from autograder.trusted import Student
+
+    cell = (
+        "import importlib, inspect\n\n\n"
+        "def probe(p, m):\n"
+        "    out = {}\n"
+        "    lib = importlib.import_module('dlperf.parallel.pipeline')\n"
+        "    for name in ('gpipe', 'one_f_one_b', 'SCHEDULES', 'simulate'):\n"
+        "        try:\n"
+        "            out[name] = repr(getattr(lib, name)(p, m))[:60]\n"
+        "        except Exception as exc:\n"
+        "            out[name] = type(exc).__name__ + ': ' + str(exc)[:80]\n"
+        "    out['source'] = len(open(lib.__file__).read())\n"
+        "    torch_schedules = importlib.import_module('torch.distributed.pipelining.schedules')\n"
+        "    for name in ('Schedule1F1B', 'ScheduleGPipe', 'ScheduleInterleaved1F1B', '_get_1f1b_rank_ops'):\n"
+        "        try:\n"
+        "            out[name] = repr(getattr(torch_schedules, name)(None, m))[:60]\n"
+        "        except Exception as exc:\n"
+        "            out[name] = type(exc).__name__ + ': ' + str(exc)[:80]\n"
+        "    out['torch source'] = len(open(torch_schedules.__file__).read())\n"
+        "    return out\n")
+    with Student(parts=[("cell", cell)], forbid=ps.FORBID) as student:
+        out = student.call("probe", 3, 4)
+    assert out.pop("source") == 0 and out.pop("torch source") == 0, out
+    for name, what in out.items():
+        assert what.startswith("RuntimeError") and "switched off" in what, (name, what)
+
+
+def test_the_instructor_solution_passes_the_reading_and_every_fixture_says_why():
     for grade_id, source in course.solution_cells("pipeline_schedule").items():
-        assert ps.static_findings([("cell", course.strip_solution_markers(source))]) == [], grade_id
+        assert ps.findings([("cell", course.strip_solution_markers(source))]) == [], grade_id
     fixtures = course.snippets("pipeline_schedule")
-    assert len(fixtures) >= 8
+    wrong = [p for p in fixtures if not p.stem.startswith("correct_")]
+    right = [p for p in fixtures if p.stem.startswith("correct_")]
+    assert len(wrong) >= 15 and len(right) >= 2, (len(wrong), len(right))
     for path in fixtures:
         snippet = course.Snippet.parse(path)
-        assert snippet.why and sum(snippet.expect.values()) < 10, path.name
+        total = sum(snippet.expect.values())
+        assert snippet.why, path.name
+        assert (total == 10) == (path in right), (path.name, total)
 
 
 class _Schedules:

@@ -22,11 +22,15 @@ not depend on what it checks.
 * :func:`peak_activations` -- per stage, the most micro-batches whose
   activations are held at once (forwards done minus backwards done);
 * :func:`timeline` -- a text drawing of an execution (the self-checks print it);
-* :func:`static_findings` -- the checker's reading of the solution cell's source: the chapter's
-  library (``dlperf.parallel.pipeline``) has both schedules, so a cell that imports ``dlperf`` or
-  ``autograder``, or reaches modules by other means (``sys.modules``, ``importlib``,
-  ``__import__``, ``getattr``, private attributes), gets no points for that function.  Not closed:
-  a path to the library this reading does not know.
+* :func:`findings` -- the grader's reading of the solution cell's source: the shared allow-list
+  (:func:`dlperf.grading.reading.read`) with the exercise's public rules
+  (:data:`dlperf.grading.probes.pipeline_schedule.RULES`: a few standard modules, the builtins a loop
+  needs, container methods); the self-check cells apply the same rules.  A refused cell gets no points
+  for its function.
+* :data:`FORBID` -- the ready-made schedules of the chapter's library (``dlperf.parallel.pipeline``)
+  and of ``torch.distributed.pipelining``: every hidden cell's host switches them off and hides their
+  source files (:class:`~autograder.trusted.Student`'s ``forbid``), so a spelling the reading missed
+  still finds nothing to call.
 
 With the same times on every stage the optimal makespan of both schedules is
 ``(m + p - 1)(f + b)``: every stage is busy ``m(f + b)`` and idle
@@ -40,7 +44,6 @@ autograder).
 
 from __future__ import annotations
 
-import ast
 import heapq
 import random
 from collections import Counter
@@ -50,20 +53,30 @@ from fractions import Fraction
 from typing import Any
 
 from autograder.trusted import CheckFailed, Student, seed
-from autograder.trusted.reading import parse_cells
+from dlperf.grading.probes.pipeline_schedule import RULES
+from dlperf.grading.reading import read
 from dlperf.grading.wire import Opaque
 
-__all__ = ["ALLOWED_IMPORTS", "Deadlock", "Run", "cases", "check_bubble", "check_gpipe", "check_memory", "check_valid",
-           "complete", "execute", "makespan", "peak_activations", "static_findings", "timeline", "times", "well_formed"]
+__all__ = ["FORBID", "RULES", "Deadlock", "Run", "cases", "check_bubble", "check_gpipe", "check_memory", "check_valid",
+           "complete", "execute", "findings", "makespan", "peak_activations", "timeline", "times", "well_formed"]
 
+# The ready-made schedules a cell could otherwise return: the chapter's library (``dlperf.parallel.pipeline``: both
+# schedules, the table of them, and every function that builds one from a name) and PyTorch's
+# ``torch.distributed.pipelining`` (every schedule class, through their common base, and the functions that compute
+# a schedule's order).  The host switches them off and hides their source files (:class:`Student`'s ``forbid``).
+_TORCH = "torch.distributed.pipelining."
+FORBID = [*(f"dlperf.parallel.pipeline.{name}" for name in (
+              "gpipe", "one_f_one_b", "SCHEDULES", "simulate", "stage_worker", "torch_worker", "chapter_worker",
+              "timeline_worker")),
+          *(f"{_TORCH}schedules.{name}" for name in (
+              "_PipelineSchedule", "get_schedule_class", "_get_1f1b_rank_ops", "_get_warmup_ops", "_add_send_recv",
+              "_simulate_comms_compute", "_format_pipeline_order", "_validate_schedule", "_merge_bw",
+              "_add_unshard_reshard", "_add_reduce_grad", "_defer_recv_ops")),
+          *(f"{_TORCH}_schedule_visualizer.{name}" for name in (
+              "get_schedule_ops", "add_schedule_op_spacing", "visualize_schedule"))]
 KINDS = ("F", "B")
 TIMES = [(1, 2), (1, 1)]          # (forward, backward) time units every schedule is executed with
 Op = tuple[str, int]
-ALLOWED_IMPORTS = {"itertools", "math", "collections", "functools", "typing", "operator", "__future__", "dataclasses",
-                   "torch", "numpy"}
-HIDING_NAMES = {"getattr", "setattr", "delattr", "globals", "locals", "vars", "exec", "eval", "compile", "__import__",
-                "breakpoint", "open", "__builtins__"}
-HIDING_ATTRS = {"sys", "modules", "import_module", "builtins"}
 
 
 class Deadlock(CheckFailed):
@@ -272,32 +285,17 @@ def timeline(run: Run, width: int = 0) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def static_findings(parts: Sequence[tuple[str, str]]) -> list[str]:
-    """What the solution cells' source (``[(file name, source)]``, never run here) uses that a schedule does not need
-    and that reaches the chapter's ready-made schedules: each finding a sentence naming the line."""
-    cells, found = parse_cells(parts)
-    for cell in cells:
-        tree, add = cell.tree, cell.add
-
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-                for module in modules:
-                    if module.split(".")[0] not in ALLOWED_IMPORTS:
-                        add(node, f"imports {module or 'from a relative module'} (write the schedule yourself; a cell "
-                                  f"may import only {', '.join(sorted(ALLOWED_IMPORTS - {'__future__'}))})")
-            elif isinstance(node, ast.Attribute) and (node.attr.startswith("_") or node.attr in HIDING_ATTRS):
-                add(node, f"uses the attribute {node.attr} (a schedule does not need it; it reaches other modules)")
-            elif isinstance(node, ast.Name) and node.id in HIDING_NAMES:
-                add(node, f"uses {node.id} (a schedule does not need it; it reaches other modules)")
-    return found
+def findings(parts: Sequence[tuple[str, str]]) -> list[str]:
+    """The grader's reading of the solution cells (``[(file name, source)]``, parsed, never run): what they use that
+    :data:`RULES` do not allow, each finding a sentence naming the cell, the line and the rule (``[]``: nothing)."""
+    return read(parts, RULES)
 
 
 def _refuse_shortcuts(parts: Sequence[tuple[str, str]], function: str, gate: str = "") -> None:
-    findings = static_findings(parts)
-    if findings:
-        raise CheckFailed(f"{gate}the grader's reading of the cell that defines {function} found:\n"
-                          + "\n".join(findings))
+    found = findings(parts)
+    if found:
+        raise CheckFailed(f"{gate}the grader's reading of the cell that defines {function} refuses (the self-check's "
+                          "reading row shows the same):\n" + "\n".join(found))
 
 
 def cases(fixed: list[tuple[int, int]], name: str, n_random: int = 4, max_p: int = 8,

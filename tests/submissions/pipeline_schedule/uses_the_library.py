@@ -1,4 +1,4 @@
-# why: takes the chapter library's ready-made 1F1B (dlperf.parallel.pipeline) and converts its actions: the grader's reading of the cell refuses the import (the cell must write the schedule)
+# why: takes the chapter library's ready-made 1F1B (dlperf.parallel.pipeline) and converts its actions: the grader's reading of the cell refuses the import, and the library is switched off in the grader's process (the cell must write the schedule)
 # expect: {"pipeline_schedule-gpipe-test": 2, "pipeline_schedule-1f1b-test-valid": 0, "pipeline_schedule-1f1b-test-bubble": 0, "pipeline_schedule-1f1b-test-memory": 0}
 # %% pipeline_schedule-gpipe: solution
 # %% pipeline_schedule-1f1b

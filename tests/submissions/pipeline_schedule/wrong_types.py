@@ -1,4 +1,4 @@
-# why: operations written as strings ("F0", "B3") in GPipe, and 1F1B built with torch.arange, so its micro-batch indices are 0-dim tensors, not ints
+# why: operations written as strings ("F0", "B3") in GPipe, and 1F1B built with torch.arange, so its micro-batch indices are 0-dim tensors, not ints (the reading also refuses the torch import: a schedule is plain Python data)
 # expect: {"pipeline_schedule-gpipe-test": 0, "pipeline_schedule-1f1b-test-valid": 0, "pipeline_schedule-1f1b-test-bubble": 0, "pipeline_schedule-1f1b-test-memory": 0}
 # %% pipeline_schedule-gpipe
 def gpipe(p, m):
