@@ -92,6 +92,10 @@ def cmd_grade(args: argparse.Namespace) -> int:
     from .assignment import AssignmentError
 
     root = Path(args.course).resolve()
+    refused = apply_course_config(args)
+    if refused:
+        print(f"error: {refused}", file=sys.stderr)
+        return 2
     assignments, students = _grade_targets(args, root)
     if not assignments:
         print("nothing to grade: no assignment of the course has a collected submission")
@@ -313,11 +317,43 @@ def load_config(course_root: Path) -> dict[str, Any]:
 def resolve(args: argparse.Namespace) -> argparse.Namespace:
     """Fill the options left unset on the command line from autograder.toml, then the defaults."""
     config = load_config(Path(args.course))
+    explicit = set()        # set on the command line or in autograder.toml: the course's nbgrader config yields
     for key, default in DEFAULTS.items():
         current = getattr(args, key, None)
         if current is None or (isinstance(default, bool) and not current):
             setattr(args, key, config.get(key, default))
+            if key in config:
+                explicit.add(key)
+        else:
+            explicit.add(key)
+    args.explicit = explicit
     return args
+
+
+def apply_course_config(args: argparse.Namespace) -> str | None:
+    """The course's own ``nbgrader_config.py`` for ``autograder grade`` (:mod:`autograder.nbconfig`): its
+    ``c.Execute.timeout`` and ``execute_retries`` where neither the command line nor autograder.toml set
+    them; an error message (nothing to grade) when it asks for what the autograder cannot honour."""
+    from .nbconfig import grading_options, refusal_text, refusals
+
+    root = Path(args.course).resolve()
+    found = refusals(root)
+    if found:
+        return refusal_text(root, found)
+    applied = []
+    for key, value in grading_options(root).items():
+        if key in getattr(args, "explicit", set()):
+            continue
+        if key == "cell_timeout":
+            applied.append(f"c.Execute.timeout = {value:g} s per cell" if value else
+                           "c.Execute.timeout = None (no limit per cell but the submission's)")
+            value = value or args.timeout
+        else:
+            applied.append(f"c.Execute.execute_retries = {value}")
+        setattr(args, key, value)
+    if applied:
+        print(f"the course's nbgrader_config.py: {'; '.join(applied)}")
+    return None
 
 
 def add_grading_options(p: argparse.ArgumentParser) -> None:
@@ -336,7 +372,8 @@ def add_grading_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--walltime", help="Slurm walltime of each worker job (default 01:00:00)")
     g.add_argument("--gres", help="Slurm GRES per worker (default gpu:1; '' for CPU workers)")
     g.add_argument("--job-memory", help="Slurm memory per worker job (default 16GB)")
-    g.add_argument("--cell-timeout", type=float, help="seconds per cell of the student's notebook (120)")
+    g.add_argument("--cell-timeout", type=float, help="seconds per cell of the student's notebook (a course's own "
+                   "nbgrader_config.py: its c.Execute.timeout, nbgrader's 30 by default; else 120)")
     g.add_argument("--timeout", type=float, help="seconds per submission, its notebooks and hidden checks, from when its sandboxes are ready (600)")
     g.add_argument("--memory", type=float, help="GiB of memory for each sandbox (6)")
     g.add_argument("--processes", type=int, help="processes allowed in each sandbox (512)")

@@ -291,3 +291,58 @@ def test_export_gives_nbgraders_score_with_late_penalties(late_course: Course) -
     page = (c.ours / "report.html").read_text()
     assert "12 / 14" in page and "14 less late penalty 2" in page, page[-3000:]
     assert "0 / 14" in page and "4 less late penalty 4" in page
+
+
+# ---------------------------------------------------------------------------------------------
+# The course's configuration
+# ---------------------------------------------------------------------------------------------
+
+# why: right, but each call takes 5 s: past the course's 2 s per cell, 0 under nbgrader
+SLEEPY = "import time\n\n\ndef sum_of_squares(n):\n    time.sleep(5)\n    return sum(i * i for i in range(1, n + 1))\n"
+CONFIG_WORK = {
+    # why: right and quick: 7 of 7
+    "quick": {"ps1": {"p1.ipynb": "answers:" + json.dumps({"p1-answer": RIGHT})}},
+    "sleepy": {"ps1": {"p1.ipynb": "answers:" + json.dumps({"p1-answer": SLEEPY})}},
+    # why: never returns: each test cell interrupted after 2 s, 0
+    "loop": {"ps1": {"p1.ipynb": "answers:" + json.dumps({"p1-answer": LOOP})}},
+}
+CONFIG_EXPECTED = {"quick": 7, "sleepy": 0, "loop": 0}
+
+
+@pytest.fixture(scope="module")
+def config_course(tmp_path_factory: pytest.TempPathFactory, bubblewrap: None) -> Course:
+    base = tmp_path_factory.mktemp("config")
+    root = build(base, "c.Execute.timeout = 2\n", {"ps1": {"p1": source_notebook("p1")}}, CONFIG_WORK)
+    return grade_both(base, root, "ps1")
+
+
+def test_the_courses_execute_timeout_applies(config_course: Course) -> None:
+    """``c.Execute.timeout = 2`` in the course's nbgrader_config.py, no --cell-timeout: nbgrader's grades."""
+    c = config_course
+    assert c.graded.returncode == 0, c.graded.stdout[-3000:] + c.graded.stderr[-3000:]
+    assert "the course's nbgrader_config.py: c.Execute.timeout = 2 s per cell" in c.graded.stdout
+    plain, ours = exported(c)
+    for student, score in CONFIG_EXPECTED.items():
+        assert float(plain[student]["score"]) == score, (student, plain[student])
+        assert float(ours[student]["score"]) == score, (student, ours[student])
+    assert ours["sleepy"]["outcome"] == ours["loop"]["outcome"] == "timed out"
+    assert "ran past the 2 s limit" in ours["sleepy"]["reason"], ours["sleepy"]
+
+
+def test_a_setting_the_autograder_cannot_honour_is_refused_by_name(config_course: Course, tmp_path: Path) -> None:
+    ours = tmp_path / "course"
+    shutil.copytree(config_course.ours, ours, symlinks=True)
+    shutil.rmtree(ours / "autograded")
+    (ours / "gradebook.db").unlink()
+    config = (ours / "nbgrader_config.py").read_text().replace(str(config_course.ours), str(ours))
+    (ours / "nbgrader_config.py").write_text(config + "c.Execute.extra_arguments = ['--matplotlib=inline']\n"
+                                             "c.Execute.interrupt_on_timeout = False\n")
+    run = autograder(ours, "grade", "ps1", "--workers=1")
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "c.Execute.extra_arguments = ['--matplotlib=inline']" in run.stderr, run.stderr
+    assert "c.Execute.interrupt_on_timeout = False" in run.stderr
+    assert not (ours / "autograded").exists() and not (ours / "gradebook.db").exists()
+    # A command-line option overrides the course's own setting.
+    (ours / "nbgrader_config.py").write_text(config)
+    run = autograder(ours, "grade", "ps1", "quick", "--workers=1", "--cell-timeout=30", "--timeout=300")
+    assert run.returncode == 0 and "c.Execute.timeout" not in run.stdout, run.stdout + run.stderr
