@@ -236,6 +236,26 @@ def resize_every_map(t):
 """
 
 
+CAPABILITY = """
+import torch
+
+def capability():
+    return torch.backends.cpu.get_cpu_capability()
+
+def reduce(x):
+    return (x * 1.0001).sum()
+"""
+
+
+def test_a_host_computes_bit_for_bit_as_the_checker_does():
+    """The host sees an empty /proc, where the CPU's vector extensions are read from: detected before the fork,
+    the host runs the same kernels as the checker, so results equal to the last bit can be required."""
+    with Student(parts=[("<solution>", CAPABILITY)]) as s:
+        assert s.call("capability") == torch.backends.cpu.get_cpu_capability()
+        x = torch.randn(100_003, generator=torch.Generator().manual_seed(0))
+        assert torch.equal(s.call("reduce", x), (x * 1.0001).sum())
+
+
 def test_shared_memory_cannot_be_resized_by_the_host():
     """The memory handed to a host is sealed: a truncation is refused there, and this process reads on."""
     with Student(parts=[("<solution>", RESIZE)]) as s:

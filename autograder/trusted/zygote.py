@@ -516,8 +516,14 @@ def preload() -> None:
     the 2-core CI machine, paid again by every host that trains a model); importing it starts no thread,
     so forking afterwards is safe.
     """
-    import torch  # noqa: F401
+    import torch
     import torch._dynamo  # noqa: F401
+
+    # The CPU's vector extensions are detected once, from /proc/cpuinfo, at the first call: a host sees an
+    # empty /proc, so without this it would run every kernel on the DEFAULT (non-vectorised) path, whose
+    # rounding differs in the last bit from the checker's AVX2/AVX-512 results (gradscaler's step test
+    # failed so).  Detected here, the answer is inherited by every fork.
+    torch.backends.cpu.get_cpu_capability()
 
     import dlperf.grading.host  # noqa: F401
     import dlperf.grading.relay  # noqa: F401
