@@ -3,54 +3,85 @@
 The student's ``ShardedOptimizer`` runs on 2 or 3 ranks, each a host joined to
 the others only by the relay, opened with collectives
 (:class:`~autograder.trusted.Ranks`, ``collectives=True``).  The public probe
-:func:`dlperf.grading.probes.zero1.train` drives it: ``zero_grad``, forward,
-backward, one ``all_reduce`` of the flattened gradients (then ``/ n``), the
-student's ``step``.  Everything expected is computed here:
+(:mod:`dlperf.grading.probes.zero1`) drives it one call at a time: ``start``
+(the model and the optimizer), ``step`` three times (``zero_grad`` -- every
+second step ``zero_grad(set_to_none=False)`` --, forward, backward, one
+``all_reduce`` of the flattened gradients, then ``/ n``, the student's
+``step``), ``finish``.  Everything expected is computed here:
 
 * values: the same model and batches (the probe's public ``build``/``batch``,
   same seed) trained unsharded with ``torch.optim`` in this process, the
-  gradients summed in rank order as the relay sums them;
-* the partition (:func:`partition`) and, from it, each rank's optimizer-state
-  bytes: ``torch.optim`` run here on tensors of the owned shapes (the probe
-  reports every ``torch.optim.Optimizer`` alive in the rank's process, not only
-  ``self.optimizer``: a second optimizer over all the parameters is counted);
+  gradients summed in rank order as the relay sums them; and what each
+  ``zero_grad`` left (``None``; zeros with ``set_to_none=False``);
+* the partition (:func:`partition`), also tested directly: the student's
+  ``partition`` on many seeded cases (:func:`partition_cases`: random sizes,
+  totals not divisible by the number of ranks, ranks that own nothing);
+* memory, **measured outside the student's process**: on the wide runs (a model
+  of tens of MB), between two calls, while the rank is idle with its optimizer
+  alive, this process reads each rank's resident memory from the kernel
+  (``VmRSS`` in ``/proc/<pid>/status``, summed over the rank's processes).  A
+  calibration run in the same kind of host (an empty module; the probe's
+  stand-in keeps ``torch.optim`` state for the rank's own shard, as this
+  process's partition gives it) says what a ZeRO-1 rank holds; a rank may hold
+  at most half of the difference between a full optimizer's state and its
+  shard's more than that (at least :data:`SLACK`), and must not grow from the
+  first step to the last (:data:`GROWTH`).  A full optimizer however it is
+  hidden, moments kept by hand outside any optimizer, copies of the parameters
+  and a list that grows every step are all memory;
 * traffic: the relay's log of every collective, in order.  The probe's
   gradient all-reduces (one per step, of every parameter's elements) mark the
   steps; between two of them the relay must see exactly one broadcast per
-  parameter, rooted at its owner, and nothing else but barriers.
+  parameter, rooted at its owner, and nothing else but barriers; no
+  point-to-point message.
 
 What the student's process reports that this side cannot observe: the final
 parameters (compared with the reference: a forged answer can only be a correct
-one), which parameters the inner optimizer holds and the bytes of its state.
-The last two are cross-checked by the relay (the bytes each rank broadcast as a
-root in each step must be its own shard's) and by :func:`static_findings`, a
-reading of the cell that refuses what a forgery would need.
+one), which parameters the optimizers alive in it hold and the bytes of their
+state (a census the probe takes there).  The census is graded only when the
+reading of the cells (:data:`dlperf.grading.probes.zero1.RULES`, an allow-list,
+the same in the self-check) refuses nothing, and beside it stand the memory
+measured from outside and the relay's count of the bytes each rank broadcast
+as a root (its own shard's, every step).
 """
 
 from __future__ import annotations
 
+import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from dlperf.grading.probes import zero1 as probe
+from dlperf.grading.reading import read
 
 from autograder.exercises.data_parallel import train_averaged
 from autograder.exercises.runs import RunsOnce
 from autograder.trusted import CheckFailed, Ranks, StudentRaised, seed
-from autograder.trusted.reading import parse_cells, refuse_hiding
 
-__all__ = ["ALLOWED_IMPORTS", "check", "expected_state_bytes", "partition", "reference", "static_findings"]
+__all__ = ["GROWTH", "SELF_CHECK_RUNS", "SLACK", "WIDE", "case", "check", "expected_state_bytes", "partition",
+           "partition_cases", "reference", "resident", "sizes_of"]
 
-ALLOWED_IMPORTS = {"torch", "math"}
 TOLERANCE = {"rtol": 1e-5, "atol": 1e-6}
 STEPS = 3
+MIB = 1 << 20
+WIDE = 4 * MIB            # parameter bytes from which a run's memory is measured (and compared)
+SLACK = 4 * MIB           # a rank may hold this much more than the calibration rank
+GROWTH = 2 * MIB          # ... and grow this much more than it from the first step to the last
+PARTITION_CASES = 300
+
+# What the self-check runs (the hidden cells run other seeds and more): a small model for the values, a
+# wide one for the memory.
+SELF_CHECK_RUNS = [(2, [([5, 7, 3], "sgd", {"lr": 0.1, "momentum": 0.9}, 1), ([5, 7, 3], "adam", {"lr": 0.01}, 2),
+                        ([512, 2048, 1024], "adam", {"lr": 0.01}, 3)])]
 
 
 def sizes_of(dims: Sequence[int]) -> list[int]:
     """Element counts of the probe's model's parameters, in order (weight, bias per layer)."""
-    return [p.numel() for p in probe.build(dims, 0).parameters()]
+    sizes = []
+    for a, b in zip(dims[:-1], dims[1:]):
+        sizes += [a * b, b]
+    return sizes
 
 
 def partition(sizes: Sequence[int], n: int) -> list[int]:
@@ -60,6 +91,28 @@ def partition(sizes: Sequence[int], n: int) -> list[int]:
         owners.append(n * start // total)
         start += size
     return owners
+
+
+def partition_cases(seed_: int, count: int = PARTITION_CASES) -> list[tuple[list[int], int]]:
+    """Cases for the student's ``partition``: the spec's examples, edge cases, equal sizes (shares that end
+    exactly at a parameter), then ``count`` random ones (1 to 40 parameters of 1 to 10^9 elements, 1 to 9
+    ranks; totals rarely divisible by the ranks)."""
+    cases: list[tuple[list[int], int]] = [
+        ([35, 7, 21, 3], 2), ([35, 7, 21, 3], 3), ([8, 1], 3), ([21, 7, 14, 2], 3), ([5], 4), ([1] * 6, 4),
+        ([1], 1), ([7, 7], 1), ([1, 1], 5), ([2, 1], 3), ([3, 3, 3], 3), ([4, 4, 4, 4], 2), ([1] * 10, 3),
+        ([10 ** 9, 1, 10 ** 9], 4), ([1, 10 ** 8, 1, 1], 3), ([6, 1, 1, 1, 1, 1, 1], 4), ([5, 4, 3, 2, 1], 5),
+        ([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 7), ([100, 1, 1, 100], 8), ([33, 33, 34], 3), ([5, 5], 6),
+    ]
+    # equal sizes: shares that end exactly on a parameter's first element (float shares round there)
+    cases += [([size] * count, n) for count in (6, 10, 12, 21) for n in (2, 3, 4, 5, 6, 7, 8, 9)
+              for size in (1, 3)]
+    rng = random.Random(seed_)
+    for _ in range(count):
+        length = rng.choice([1, 2, 3, rng.randint(1, 12), rng.randint(1, 40)])
+        scale = rng.choice([10, 1000, 10 ** 6, 10 ** 9])
+        sizes = [rng.randint(1, scale) if rng.random() < 0.8 else rng.randint(1, 4) for _ in range(length)]
+        cases.append((sizes, rng.randint(1, 9)))
+    return cases
 
 
 def reference(dims: Sequence[int], seed_: int, n: int, steps: int, optimizer: str, kwargs: dict[str, Any]
@@ -72,14 +125,41 @@ def reference(dims: Sequence[int], seed_: int, n: int, steps: int, optimizer: st
 
 def expected_state_bytes(dims: Sequence[int], owned: Sequence[int], optimizer: str, kwargs: dict[str, Any]) -> int:
     """Bytes of the state ``torch.optim`` keeps for the parameters ``owned`` after a step (0 if none)."""
-    params = [p for i, p in enumerate(probe.build(dims, 0).parameters()) if i in set(owned)]
-    if not params:
+    sizes = sizes_of(dims)
+    mine = [sizes[i] for i in set(owned)]
+    if not mine:
         return 0
+    params = [torch.zeros(1, requires_grad=True) for _ in mine]
     opt = probe.OPTIMIZERS[optimizer](params, **kwargs)
     for p in params:
         p.grad = torch.ones_like(p)
     opt.step()
-    return probe.state_bytes(opt)
+    per_element = 0   # the state's tensors the size of the parameter, and the scalars (Adam's step)
+    scalars = 0
+    for entry in opt.state.values():
+        for value in entry.values():
+            if isinstance(value, torch.Tensor):
+                if value.dim():
+                    per_element += value.element_size()
+                else:
+                    scalars += value.element_size()
+        break
+    return per_element * sum(mine) + scalars * len(mine)
+
+
+def resident(process: Any) -> int:
+    """Bytes resident in memory of a host and every process below it, as the kernel counts them (``VmRSS``)."""
+    total = 0
+    for pid in process.descendants():
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+        except (OSError, ValueError):
+            continue
+    return total
 
 
 def _names(optimizer: str, kwargs: dict[str, Any]) -> str:
@@ -87,26 +167,87 @@ def _names(optimizer: str, kwargs: dict[str, Any]) -> str:
     return f"{probe.OPTIMIZERS[optimizer].__name__}({args})"
 
 
-def _run(solution: Any, source: Sequence[tuple[str, str]], n: int, dims: Sequence[int], cases: Sequence[Any]
-         ) -> list[dict[str, Any]]:
+def _measured(dims: Sequence[int]) -> bool:
+    return 4 * sum(sizes_of(dims)) >= WIDE
+
+
+def _drive(ranks: Ranks, n: int, args: tuple[Any, ...], case: str, measure: bool) -> dict[str, Any]:
+    """start, STEPS x step, finish on every rank; the relay's log and traffic of all the calls; the ranks'
+    resident memory after each step (read here, while the ranks wait for the next call)."""
+    log: list[dict[str, Any]] = []
+    p2p = [0] * n
+    processes = [s.process for s in ranks.students]
+
+    def call(name: str, per_rank: Sequence[Any]) -> list[Any]:
+        try:
+            out = ranks.probe(name, [tuple(a) for a in per_rank])
+        except StudentRaised as exc:
+            raise CheckFailed(f"{case}: your code raised {exc.type_name}: {exc.message}") from None
+        except CheckFailed as exc:
+            raise CheckFailed(f"{case}: {exc}") from None
+        log.extend(ranks.collective_log)
+        for r, t in enumerate(ranks.traffic):
+            p2p[r] += int(t.get("messages_sent", 0))
+        return out
+
+    call("zero1:start", [args[r] for r in range(n)])
+    after, memory = [], []
+    for _ in range(STEPS):
+        after.append(call("zero1:step", [()] * n))
+        if measure:
+            memory.append([resident(p) for p in processes])
+    results = call("zero1:finish", [()] * n)
+    return {"results": results, "log": log, "p2p": p2p, "zero_grad": after, "memory": memory}
+
+
+def _run(solution: Any, source: Sequence[tuple[str, str]], n: int, cases: Sequence[Any]) -> list[dict[str, Any]]:
+    """One process group of ``n`` ranks running the student's cells: the partition's direct cases, then each
+    case ``(dims, optimizer, kwargs, case id)`` in turn; then, if a case was wide, the calibration."""
     done = []
     given = {} if solution else {"parts": source}
-    with Ranks(*(solution or ()), n=n, timeout=45, collectives=True, **given) as ranks:
-        for optimizer, kwargs, case_id in cases:
+    with Ranks(*(solution or ()), n=n, timeout=60, collectives=True, **given) as ranks:
+        tried = partition_cases(seed("zero1", "partition", n) % 2**31)
+        try:
+            got = ranks[0].probe("zero1:partitions", tried, _timeout=30)
+        except StudentRaised as exc:
+            raise CheckFailed(f"partition: your code raised {exc.type_name}: {exc.message}") from None
+        for dims, optimizer, kwargs, case_id in cases:
             seed_ = seed("zero1", n, tuple(dims), case_id) % 2**31
-            case = f"{n} ranks, parameter sizes {sizes_of(dims)}, {_names(optimizer, kwargs)}"
-            try:
-                results = ranks.probe("zero1:train", [(list(dims), seed_, STEPS, optimizer, dict(kwargs))] * n)
-            except StudentRaised as exc:
-                raise CheckFailed(f"{case}: your code raised {exc.type_name}: {exc.message}") from None
-            except CheckFailed as exc:
-                raise CheckFailed(f"{case}: {exc}") from None
+            case = f"{n} ranks, parameter sizes {_sizes(sizes_of(dims))}, {_names(optimizer, kwargs)}"
+            args = (list(dims), seed_, optimizer, dict(kwargs))
+            run = _drive(ranks, n, tuple(args for _ in range(n)), case, _measured(dims))
             done.append({"n": n, "dims": list(dims), "seed": seed_, "optimizer": optimizer, "kwargs": dict(kwargs),
-                         "case": case, "results": results, "log": ranks.collective_log, "traffic": ranks.traffic})
+                         "case": case, "partitions": (tried, got), **run})
+    if any(run["memory"] for run in done):
+        # The calibration: the same probe in the same kind of host with no student code (an empty module),
+        # one rank at a time: the probe's stand-in keeps torch.optim state for that rank's own shard, as this
+        # process's partition gives it, and communicates nothing but the probe's gradient all-reduce.
+        with Ranks(n=1, timeout=60, collectives=True, parts=[("<calibration>", "")]) as ranks:
+            for run in done:
+                if run["memory"]:
+                    owners = partition(sizes_of(run["dims"]), n)
+                    run["calibration"] = []
+                    for r in range(n):
+                        args = (run["dims"], run["seed"], run["optimizer"], run["kwargs"],
+                                [i for i, o in enumerate(owners) if o == r])
+                        memory = _drive(ranks, 1, (args,), f"{run['case']} (calibration)", True)["memory"]
+                        run["calibration"].append([m[0] for m in memory])
     return done
 
 
+def _sizes(sizes: Sequence[int]) -> str:
+    return str(list(sizes)) if len(sizes) <= 8 else f"[{', '.join(map(str, sizes[:6]))}, ...] ({len(sizes)})"
+
+
+# ---------------------------------------------------------------------------------------------
+# The verdicts
+# ---------------------------------------------------------------------------------------------
+
+
 def _values(run: dict[str, Any]) -> None:
+    _zero_grad(run)
+    if run["memory"]:
+        return      # the wide runs are for the memory: their values differ from one process's by rounding
     want = reference(run["dims"], run["seed"], run["n"], STEPS, run["optimizer"], run["kwargs"])
     for r, result in enumerate(run["results"]):
         got = result.get("params") if isinstance(result, dict) else None
@@ -121,6 +262,38 @@ def _values(run: dict[str, Any]) -> None:
                                   + (f" (largest difference {error:.3g}; tolerance {TOLERANCE['atol']:g} + "
                                      f"{TOLERANCE['rtol']:g} x |value|)" if error is not None else "")
                                   + ". Every rank must end each step with every parameter as its owner updated it")
+
+
+def _zero_grad(run: dict[str, Any]) -> None:
+    for k, per_rank in enumerate(run["zero_grad"]):
+        to_none = not k % 2
+        for r, after in enumerate(per_rank):
+            if after == "no gradients before":
+                continue    # the first step, or a step() that freed the gradients: nothing to zero
+            if to_none and after != "none":
+                raise CheckFailed(f"{run['case']}: step {k + 1}: after zero_grad() the gradients on rank {r} are "
+                                  f"{_said(after)}; zero_grad(set_to_none=True) sets every parameter's .grad to None")
+            if not to_none and after != "zero":
+                raise CheckFailed(f"{run['case']}: step {k + 1}: after zero_grad(set_to_none=False) the gradients "
+                                  f"on rank {r} are {_said(after)}; with set_to_none=False every parameter's "
+                                  "gradient stays a tensor, filled with zeros")
+
+
+def _said(after: Any) -> str:
+    return {"none": "None", "zero": "tensors of zeros", "not zero": "tensors, not all zero",
+            "some none": "None for some parameters and tensors for others"}.get(after, repr(after)[:40])
+
+
+def _partition(run: dict[str, Any]) -> None:
+    tried, got = run["partitions"]
+    if not (isinstance(got, list) and len(got) == len(tried)):
+        raise CheckFailed("partition: the probe could not read your partition's results")
+    for (sizes, n), owners in zip(tried, got):
+        want = partition(sizes, n)
+        if owners != want:
+            raise CheckFailed(f"partition({_sizes(sizes)}, {n}) returned {str(owners)[:120]}; the rule "
+                              f"n * start // total gives {str(want)[:120]} (tested directly on {len(tried)} cases: "
+                              "random sizes, totals not divisible by the number of ranks, ranks that own nothing)")
 
 
 def _steps(run: dict[str, Any]) -> list[list[dict[str, Any]]]:
@@ -143,9 +316,14 @@ def _steps(run: dict[str, Any]) -> list[list[dict[str, Any]]]:
 
 
 def _traffic(run: dict[str, Any]) -> None:
+    _partition(run)
     sizes = sizes_of(run["dims"])
     owners = partition(sizes, run["n"])
     want = Counter(zip(sizes, owners))
+    if any(run["p2p"]):
+        raise CheckFailed(f"{run['case']}: the relay carried point-to-point messages from ranks "
+                          f"{[r for r, m in enumerate(run['p2p']) if m]}; ZeRO-1 needs one broadcast per parameter "
+                          "and nothing else")
     segments = _steps(run)
     if segments[0]:
         raise CheckFailed(f"{run['case']}: the relay saw {_show(segments[0])} before the first step; the constructor "
@@ -172,14 +350,57 @@ def _pairs(counter: Counter[Any]) -> str:
     return "[" + ", ".join(f"{numel} from {root}" for numel, root in items) + "]"
 
 
-def _state(run: dict[str, Any], findings: Sequence[str]) -> None:
-    if findings:
-        raise CheckFailed("the optimizer state is measured in your process, so it is graded only when the reading of "
-                          "your cell finds nothing to object to: " + "; ".join(findings[:3]))
+def _mib(nbytes: float) -> str:
+    return f"{nbytes / MIB:.1f} MiB"
+
+
+def _memory(run: dict[str, Any]) -> None:
+    """The ranks' resident memory, read from outside their processes, against the calibration rank's."""
+    if not run["memory"]:
+        return
     sizes = sizes_of(run["dims"])
     owners = partition(sizes, run["n"])
+    full = expected_state_bytes(run["dims"], range(len(sizes)), run["optimizer"], run["kwargs"])
+    for r in range(run["n"]):
+        mine = [i for i, o in enumerate(owners) if o == r]
+        shard = expected_state_bytes(run["dims"], mine, run["optimizer"], run["kwargs"])
+        calibration = run["calibration"][r]
+        held, base = max(step[r] for step in run["memory"]), max(calibration)
+        if held > base + SLACK:
+            raise CheckFailed(
+                f"{run['case']}: between steps rank {r} holds {_mib(held - base)} more memory than a ZeRO-1 rank "
+                f"(measured by the grader outside your process: the rank's resident memory, against a calibration "
+                f"rank that keeps the same model, its gradients and torch.optim's state for rank {r}'s shard, "
+                f"{_mib(shard)}; a full optimizer's state is {_mib(full)}). At most {_mib(SLACK)} more is allowed: "
+                "keep optimizer state, and copies of parameters or gradients, for the owned parameters only")
+        grown = (run["memory"][-1][r] - run["memory"][0][r]) - (calibration[-1] - calibration[0])
+        if grown > GROWTH:
+            raise CheckFailed(f"{run['case']}: rank {r}'s resident memory grew by {_mib(grown)} more than a ZeRO-1 "
+                              f"rank's from step 1 to step {STEPS} (measured by the grader outside your process): "
+                              "keep nothing that accumulates from step to step")
+
+
+def _state(run: dict[str, Any], findings: Sequence[str]) -> None:
+    _partition(run)
+    _memory(run)
+    sizes = sizes_of(run["dims"])
+    owners = partition(sizes, run["n"])
+    for r in range(run["n"]):
+        rooted = sum(c["contributed"][r] for c in run["log"] if c["op"] == "broadcast")
+        shard = 4 * sum(s for s, o in zip(sizes, owners) if o == r)
+        if rooted != STEPS * shard:
+            raise CheckFailed(f"{run['case']}: in {STEPS} steps rank {r} broadcast {rooted} bytes as a root (counted by "
+                              f"the relay), but its shard holds {shard} bytes of parameters, {STEPS * shard} in "
+                              f"{STEPS} steps: each rank updates and broadcasts its own shard, so what the relay sees "
+                              "must match the state it keeps")
+    if findings:
+        raise CheckFailed("which optimizers hold which parameters is counted in your process, so it is graded only "
+                          "when the reading of your cells refuses nothing: " + "; ".join(findings[:3]))
     for r, result in enumerate(run["results"]):
         mine = [i for i, o in enumerate(owners) if o == r]
+        if isinstance(result, dict) and result.get("cuda"):
+            raise CheckFailed(f"{run['case']}: rank {r} started CUDA; the exercise runs on the CPU, where the "
+                              "grader measures each rank's memory: keep every tensor on the parameters' device")
         owned = result.get("owned") if isinstance(result, dict) else None
         if owned != mine:
             raise CheckFailed(f"{run['case']}: on rank {r} the optimizers hold the parameters {owned}; the partition "
@@ -190,26 +411,19 @@ def _state(run: dict[str, Any], findings: Sequence[str]) -> None:
         if got != want:
             raise CheckFailed(f"{run['case']}: rank {r}'s optimizer state holds {got} bytes after {STEPS} steps; the "
                               f"state of its own parameters {mine} is {want} bytes")
-    for r in range(run["n"]):
-        rooted = sum(c["contributed"][r] for c in run["log"] if c["op"] == "broadcast")
-        shard = 4 * sum(s for s, o in zip(sizes, owners) if o == r)
-        if rooted != STEPS * shard:
-            raise CheckFailed(f"{run['case']}: in {STEPS} steps rank {r} broadcast {rooted} bytes as a root (counted by "
-                              f"the relay), but its shard holds {shard} bytes of parameters, {STEPS * shard} in "
-                              f"{STEPS} steps: each rank updates and broadcasts its own shard, so what the relay sees "
-                              "must match the state it reports")
 
 
 _RUNS = RunsOnce()
 
 
 def check(*solution: Any, source: Sequence[tuple[str, str]], runs: Sequence[Any], what: str) -> None:
-    """``runs``: ``[(n, dims, [(optimizer, kwargs, case), ...]), ...]``; ``what``: values, state or traffic.
+    """``runs``: ``[(n, [(dims, optimizer, kwargs, case), ...]), ...]``, one process group of ``n`` ranks
+    each; ``what``: values, state or traffic.
 
     ``solution``: the solution cells' placeholders (none: run ``source`` itself); ``source``: their
-    ``solution_parts``, read by :func:`static_findings`.  The runs are made once and kept for the
-    other cells (same solution, same runs)."""
-    findings = static_findings(source) if what == "state" else []
+    ``solution_parts``, read with :data:`dlperf.grading.probes.zero1.RULES`.  The runs are made once and
+    kept for the other cells (same solution, same runs)."""
+    findings = read(source, probe.RULES) if what == "state" else []
     for run in _RUNS.each(source, runs, lambda group: _run(solution, source, *group)):
         if what == "values":
             _values(run)
@@ -219,17 +433,17 @@ def check(*solution: Any, source: Sequence[tuple[str, str]], runs: Sequence[Any]
             _state(run, findings)
 
 
-def static_findings(parts: Sequence[tuple[str, str]]) -> list[str]:
-    """What the solution cell's source uses that the exercise does not need and a forged report would.
+def case(*solution: Any, runs: Sequence[Any] = SELF_CHECK_RUNS, what: str) -> Callable[[], tuple[Any, Any, bool]]:
+    """A :class:`~dlperf.grading.SelfCheck` case: :func:`check` on ``runs`` (the grader's code, the same
+    rules), for the self-check; the message of a failure is printed in full above the table."""
+    from dlperf.grading.reading import cells_of
 
-    Imports beyond ``torch`` and ``math`` (and ``torch.distributed.optim``), ``ZeroRedundancyOptimizer``,
-    private attributes (``self._name`` is allowed, and ``__init__``), ``getattr`` and friends.
-    """
-    cells, found = parse_cells(parts)
-    why = "uses torch's ZeroRedundancyOptimizer (write the sharding yourself)"
-    for cell in cells:
-        refuse_hiding(cell, ALLOWED_IMPORTS, "torch, torch.distributed and math",
-                      refused={"ZeroRedundancyOptimizer": why,
-                               "torch.distributed.optim": "imports torch.distributed.optim (the exercise needs "
-                                                          "only torch, torch.distributed and math)"})
-    return found
+    def run() -> tuple[Any, Any, bool]:
+        try:
+            check(*solution, source=cells_of(*solution), runs=runs, what=what)
+        except CheckFailed as exc:
+            print(f"{what}: {exc}\n")
+            return str(exc).splitlines()[0][:60], "passes", False
+        return "passes", "passes", True
+    return run
+
