@@ -331,18 +331,49 @@ def _next_preloads(todo: Sequence[Job], preloads: dict[str, tuple[str, ...]], wo
     return [kinds[min(i + workers, len(kinds) - 1)] for i in range(len(kinds))]
 
 
+def _kind(course_root: Path, assignment: str, mode: str | None) -> tuple[bool, tuple[str, ...], bool] | None:
+    """What a worker warms up for ``assignment`` before it is read in full: (trusted mode, its setup
+    imports, wants a GPU), from its source notebooks; None where they cannot be read (reading the
+    assignment then says why).  A guess only: what grading uses comes from :func:`load_assignment`."""
+    from . import notebook as nbtools
+    from .assignment import _toml_mode, source_folder
+
+    try:
+        paths = sorted(source_folder(course_root, assignment).glob("*.ipynb"))
+        notebooks = [nbformat.read(p, as_version=4) for p in paths]
+        declared = {(nb.metadata.get("dlperf", {}) or {}).get("mode") for nb in notebooks} - {None}
+        chosen = mode or _toml_mode(course_root, assignment) or (declared.pop() if len(declared) == 1 else "nbgrader")
+    except Exception:  # noqa: BLE001 - only a warm-up
+        return None
+    if not notebooks:
+        return None
+    preload = tuple(dict.fromkeys(m for nb in notebooks for m in nbtools.setup_imports(nb)))
+    gpu = any(bool((nb.metadata.get("dlperf", {}) or {}).get("requires_gpu")) for nb in notebooks)
+    return chosen == "trusted", preload, gpu
+
+
+def _warm_up(settings: Settings, trusted: bool, preload: tuple[str, ...], requires_gpu: bool,
+             check_preload: tuple[str, ...] | None) -> None:
+    """Run on every worker (``client.run``): start its sandboxes for the first submission."""
+    from .runner import warm_up
+
+    warm_up(settings, trusted, preload, requires_gpu, check_preload)
+
+
 def grade_term(assignments: Sequence[str], *, course_root: Path, db_url: str, students: Sequence[str] | None = None,
                force: bool = False, settings: Settings | None = None, choice: ClusterChoice | None = None,
                retries: int = 1, progress: Callable[[str], None] | None = print, mode: str | None = None) -> TermRun:
     """Grade the collected submissions of several assignments in one run: one lock, one gradebook
     connection, one Dask cluster and one pool of warm sandboxes for all of them.
 
-    Every assignment is read (and refused, for a mode its tests cannot run in) before anything is
-    graded.  Jobs go out assignment by assignment; each worker's check run imports what every
-    assignment's setup cells import, so one warm check run serves them all (each job in a fork of
-    its own, as within one assignment), and each job tells its worker which kind of kernel to warm
-    for the job it most likely grades next.  ``students``: only these students, in every assignment
-    that has a submission of theirs (each must have one somewhere).
+    Where anything is left to grade, the cluster starts first and its workers start their sandboxes
+    for the first submission while the assignments are read (nbgrader's ``generate_assignment`` of
+    each, seconds apiece).  Every assignment is read (and refused, for a mode its tests cannot run
+    in) before anything is graded.  Jobs go out assignment by assignment; each worker's check run
+    imports what every assignment's setup cells import, so one warm check run serves them all (each
+    job in a fork of its own, as within one assignment), and each job tells its worker which kind of
+    kernel to warm for the job it most likely grades next.  ``students``: only these students, in
+    every assignment that has a submission of theirs (each must have one somewhere).
     """
     from distributed import as_completed
 
@@ -356,12 +387,7 @@ def grade_term(assignments: Sequence[str], *, course_root: Path, db_url: str, st
     say = progress or (lambda _: None)
     term = len(names) > 1
     start = time.monotonic()
-    with single_grader(course_root), Writer(db_url, course_root) as writer:
-        specs: dict[str, Assignment] = {}
-        for name in names:
-            specs[name] = spec = load_assignment(name, course_root, db_url, mode)
-            say(f"{name}: {len(spec.notebooks)} notebook(s) ({', '.join(n + '.ipynb' for n in spec.names)}), "
-                f"graded in {spec.mode} mode ({spec.mode_origin})")
+    with single_grader(course_root), Writer(db_url, course_root) as writer, contextlib.ExitStack() as stack:
         found = {name: find_submissions(course_root, name) for name in names}
         if students:
             wanted = set(students)
@@ -370,15 +396,33 @@ def grade_term(assignments: Sequence[str], *, course_root: Path, db_url: str, st
                 what = f"submission of {', '.join(names)}" if term else f"{names[0]} submission"
                 raise ValueError(f"no collected {what} for: {', '.join(sorted(missing))}")
             found = {name: [s for s in subs if s.student in wanted] for name, subs in found.items()}
+        # What is left to grade follows from the files alone: where anything is, the cluster starts now and
+        # its workers warm up while the assignments are read.
+        done = {name: ({} if force else writer.done(name)) for name in names}
+        left = [name for name in names if any(done[name].get(s.student) != files_digest(s.files())
+                                              for s in found[name])]
+        kinds = {name: _kind(course_root, name, mode) for name in left}
+        union = tuple(dict.fromkeys(m for k in kinds.values() if k for m in k[1])) if term else None
+        client = what = None
+        if left:
+            client, what = stack.enter_context(connect(choice))
+            first = kinds[left[0]]
+            if first is not None:
+                with contextlib.suppress(Exception):      # a warm-up only: the jobs start what is missing
+                    client.run(_warm_up, settings, first[0], first[1], first[2], union)
+        specs: dict[str, Assignment] = {}
+        for name in names:
+            specs[name] = spec = load_assignment(name, course_root, db_url, mode)
+            say(f"{name}: {len(spec.notebooks)} notebook(s) ({', '.join(n + '.ipynb' for n in spec.names)}), "
+                f"graded in {spec.mode} mode ({spec.mode_origin})")
         todo: list[Job] = []
         skipped: dict[str, list[str]] = {}
         stamps: dict[tuple[str, str], dt.datetime | None] = {}
         for name in names:
             subs = found[name]
             jobs = make_jobs(name, subs, settings, course_root, spec=specs[name])
-            done = {} if force else writer.done(name)
-            skipped[name] = [j.student for j in jobs if done.get(j.student) == j.digest]
-            mine = [j for j in jobs if done.get(j.student) != j.digest]
+            skipped[name] = [j.student for j in jobs if done[name].get(j.student) == j.digest]
+            mine = [j for j in jobs if done[name].get(j.student) != j.digest]
             todo += mine
             stamps.update({(name, s.student): s.timestamp for s in subs})
             if skipped[name]:
@@ -395,80 +439,80 @@ def grade_term(assignments: Sequence[str], *, course_root: Path, db_url: str, st
 
         if not todo:
             return finish(time.monotonic() - start, 0, "")
+        if client is None:      # (the files changed while the assignments were read)
+            client, what = stack.enter_context(connect(choice))
         # One check run per worker for the whole run: it imports what any of the assignments' setup
         # cells import (public: the notebooks' own imports), and each job still runs in a fork of it.
         preloads = {name: kernel_preload(specs[name]) for name in names}
         if term:
-            union = tuple(dict.fromkeys(m for name in names for m in preloads[name]))
+            union = union or tuple(dict.fromkeys(m for name in names for m in preloads[name]))
             for job in todo:
                 job.check_preload = union
         counts = {name: sum(j.assignment == name for j in todo) for name in names}
-        with connect(choice) as (client, what):
-            infos = client.scheduler_info()["workers"]
-            workers = len(infos) or 1
-            cpu_note = (" (CPU grading of a GPU exercise: marked in the records)"
-                        if settings.cpu and any(j.requires_gpu for j in todo) else "")
-            if term:
-                for job, upcoming in zip(todo, _next_preloads(todo, preloads, workers)):
-                    job.next_preload = upcoming
-                parts = ", ".join(f"{name} {n}" for name, n in counts.items() if n)
-                say(f"grading {len(todo)} submission(s) of {sum(1 for n in counts.values() if n)} assignment(s) "
-                    f"({parts}) on {what}{cpu_note}")
-            else:
-                say(f"{names[0]}: grading {len(todo)} submission(s) on {what}{cpu_note}")
-            # One submission per GPU: ask for the GPU resource where the workers offer it (local GPU
-            # workers, Slurm jobs with GRES, a lab's workers started with --resources GPU=1).
-            gpu_workers = bool(infos) and all(w.get("resources", {}).get("GPU") for w in infos.values())
-            resources = {"GPU": 1} if gpu_workers else None
-            attempts = {(j.assignment, j.student): 1 for j in todo}
-            by_key = {}
-            futures = []
-            for job in todo:
-                future = client.submit(_run_on_worker, job, time.time(), pure=False, resources=resources,
-                                       key=f"grade-{job.assignment}-{job.student}-{job.digest[:12]}-1")
-                by_key[future.key] = job
-                futures.append(future)
-            pending = as_completed(futures, with_results=True, raise_errors=False)
-            finished = 0
-            check_runs = 0
-            who = (lambda j: f"{j.assignment}/{j.student}") if term else (lambda j: j.student)
-            for future, result in pending:
-                job = by_key[future.key]
-                key = (job.assignment, job.student)
-                if not isinstance(result, Result):
-                    error = future.exception() if future.status == "error" else result
-                    result = Result(job.assignment, job.student, job.digest, "infrastructure failure",
-                                    f"the worker failed: {type(error).__name__}: {error}", {},
-                                    "", "", "", "", False, {"total": 0.0}, mode=job.spec.mode)
-                if result.stats.get("checks", {}).get("jobs") == 1:
-                    check_runs += 1           # this submission's check run was started for it
-                if result.outcome == "infrastructure failure" and attempts[key] <= retries \
-                        and "needs a GPU" not in result.reason:
-                    attempts[key] += 1
-                    retry = client.submit(_run_on_worker, job, time.time(), pure=False, resources=resources,
-                                          key=f"grade-{job.assignment}-{job.student}-{job.digest[:12]}-"
-                                              f"{attempts[key]}")
-                    by_key[retry.key] = job
-                    pending.add(retry)
-                    say(f"  {who(job)}: infrastructure failure ({result.reason[:120]}), running it again")
-                    continue
-                try:
-                    lost = client.run_on_scheduler(_lost_workers, key=future.key)
-                except Exception:  # noqa: BLE001 - only for the record
-                    lost = 0
-                if lost:
-                    say(f"  {who(job)}: {lost} worker(s) died while grading it; Dask ran it again elsewhere")
-                record = writer.record(result, timestamp=stamps.get(key), attempts=attempts[key] + lost)
-                records[job.assignment].append(record)
-                finished += 1
-                score = f"{record['score']:g}/{record['max_score']:g}" if record["score"] is not None else "-"
-                elapsed = time.monotonic() - start
-                eta = elapsed / finished * (len(todo) - finished)
-                say(f"  [{finished:>{len(str(len(todo)))}}/{len(todo)}] {who(job)}: {score} {result.outcome}"
-                    f"{' (' + result.reason[:100] + ')' if result.reason else ''} in {result.seconds['total']:.1f} s"
-                    f" on {result.worker or '?'}; {elapsed:.0f} s elapsed, ~{eta:.0f} s left")
-            with contextlib.suppress(Exception):
-                client.run(_release_spares)
+        infos = client.scheduler_info()["workers"]
+        workers = len(infos) or 1
+        cpu_note = (" (CPU grading of a GPU exercise: marked in the records)"
+                    if settings.cpu and any(j.requires_gpu for j in todo) else "")
+        if term:
+            for job, upcoming in zip(todo, _next_preloads(todo, preloads, workers)):
+                job.next_preload = upcoming
+            parts = ", ".join(f"{name} {n}" for name, n in counts.items() if n)
+            say(f"grading {len(todo)} submission(s) of {sum(1 for n in counts.values() if n)} assignment(s) "
+                f"({parts}) on {what}{cpu_note}")
+        else:
+            say(f"{names[0]}: grading {len(todo)} submission(s) on {what}{cpu_note}")
+        # One submission per GPU: ask for the GPU resource where the workers offer it (local GPU
+        # workers, Slurm jobs with GRES, a lab's workers started with --resources GPU=1).
+        gpu_workers = bool(infos) and all(w.get("resources", {}).get("GPU") for w in infos.values())
+        resources = {"GPU": 1} if gpu_workers else None
+        attempts = {(j.assignment, j.student): 1 for j in todo}
+        by_key = {}
+        futures = []
+        for job in todo:
+            future = client.submit(_run_on_worker, job, time.time(), pure=False, resources=resources,
+                                   key=f"grade-{job.assignment}-{job.student}-{job.digest[:12]}-1")
+            by_key[future.key] = job
+            futures.append(future)
+        pending = as_completed(futures, with_results=True, raise_errors=False)
+        finished = 0
+        check_runs = 0
+        who = (lambda j: f"{j.assignment}/{j.student}") if term else (lambda j: j.student)
+        for future, result in pending:
+            job = by_key[future.key]
+            key = (job.assignment, job.student)
+            if not isinstance(result, Result):
+                error = future.exception() if future.status == "error" else result
+                result = Result(job.assignment, job.student, job.digest, "infrastructure failure",
+                                f"the worker failed: {type(error).__name__}: {error}", {},
+                                "", "", "", "", False, {"total": 0.0}, mode=job.spec.mode)
+            if result.stats.get("checks", {}).get("jobs") == 1:
+                check_runs += 1           # this submission's check run was started for it
+            if result.outcome == "infrastructure failure" and attempts[key] <= retries \
+                    and "needs a GPU" not in result.reason:
+                attempts[key] += 1
+                retry = client.submit(_run_on_worker, job, time.time(), pure=False, resources=resources,
+                                      key=f"grade-{job.assignment}-{job.student}-{job.digest[:12]}-{attempts[key]}")
+                by_key[retry.key] = job
+                pending.add(retry)
+                say(f"  {who(job)}: infrastructure failure ({result.reason[:120]}), running it again")
+                continue
+            try:
+                lost = client.run_on_scheduler(_lost_workers, key=future.key)
+            except Exception:  # noqa: BLE001 - only for the record
+                lost = 0
+            if lost:
+                say(f"  {who(job)}: {lost} worker(s) died while grading it; Dask ran it again elsewhere")
+            record = writer.record(result, timestamp=stamps.get(key), attempts=attempts[key] + lost)
+            records[job.assignment].append(record)
+            finished += 1
+            score = f"{record['score']:g}/{record['max_score']:g}" if record["score"] is not None else "-"
+            elapsed = time.monotonic() - start
+            eta = elapsed / finished * (len(todo) - finished)
+            say(f"  [{finished:>{len(str(len(todo)))}}/{len(todo)}] {who(job)}: {score} {result.outcome}"
+                f"{' (' + result.reason[:100] + ')' if result.reason else ''} in {result.seconds['total']:.1f} s"
+                f" on {result.worker or '?'}; {elapsed:.0f} s elapsed, ~{eta:.0f} s left")
+        with contextlib.suppress(Exception):
+            client.run(_release_spares)
         return finish(time.monotonic() - start, workers, what, check_runs)
 
 

@@ -41,9 +41,10 @@ import nbformat
 from . import notebook as nbtools
 from .assignment import Assignment
 from .kernel import run_notebook
-from .slots import REPO, gpu_devices, release_spares, take_slot
+from .slots import REPO, gpu_devices, release_spares, take_slot, warm
 
-__all__ = ["OUTCOMES", "REPO", "Job", "Result", "Settings", "grade", "kernel_preload", "release_spares"]
+__all__ = ["OUTCOMES", "REPO", "Job", "Result", "Settings", "grade", "kernel_preload", "release_spares",
+           "warm_up"]
 
 OUTCOMES = ("graded", "timed out", "crashed", "tampered", "invalid", "infrastructure failure")
 SEVERITY = {o: i for i, o in enumerate(("graded", "tampered", "timed out", "crashed"))}
@@ -204,6 +205,16 @@ def kernel_preload(spec: Assignment) -> tuple[str, ...]:
     """The modules a warm kernel (and the check run) imports for ``spec``: its setup cells' imports."""
     return tuple(dict.fromkeys(m for nb_spec in spec.notebooks for m in
                                nbtools.setup_imports(nbformat.reads(nb_spec.source, as_version=4))))
+
+
+def warm_up(settings: Settings, trusted: bool, preload: tuple[str, ...], requires_gpu: bool = False,
+            check_preload: tuple[str, ...] | None = None) -> None:
+    """Start this worker's sandboxes for a first submission of this kind before it comes (the engine
+    calls it on every worker while it still reads the assignments); returns at once."""
+    gpu = gpu_devices()
+    if requires_gpu and gpu is None and not settings.cpu:
+        return      # such a submission is an infrastructure failure here: it takes no sandbox
+    warm(settings, gpu, trusted, preload, _threads(settings, trusted), check_preload=check_preload)
 
 
 def _worst(outcomes: list[tuple[str, str]]) -> tuple[str, str]:

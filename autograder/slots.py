@@ -47,7 +47,7 @@ from .sandbox import Limits, Sandbox
 
 REPO = Path(__file__).resolve().parents[1]
 
-__all__ = ["CheckRun", "CheckServer", "Slot", "gpu_devices", "release_spares", "take_slot", "thread_env"]
+__all__ = ["CheckRun", "CheckServer", "Slot", "gpu_devices", "release_spares", "take_slot", "thread_env", "warm"]
 
 
 class CheckRun:
@@ -308,31 +308,18 @@ def take_slot(settings: Any, gpu: str | None, prewarm: bool, checks: bool = True
     worker will most likely grade next (default ``preload``), for the spare slot.  At most one spare
     slot is kept: a spare of another kind is closed when the next one is made.
     """
-    global _swept
-    if not _swept:
-        _swept = True
-        from .sandbox import sweep_stale_cgroups, sweep_stale_folders
-
-        sweep_stale_cgroups()   # what a grader killed earlier on this machine left behind
-        sweep_stale_folders()
+    _sweep_once()
     key = (settings, gpu, preload, threads)
     server_key = (settings, gpu, preload or () if check_preload is None else check_preload, threads)
-    with _lock:
-        slot = _spare.pop(key, None)
-    if slot is None:
-        slot = _launcher.submit(Slot, settings, gpu, preload, threads).result()
+    # Taken in the launcher's thread, after what it was asked to start before (a warm-up, the previous
+    # submission's spare): a spare still being made is waited for rather than started twice.
+    slot = _launcher.submit(_spare_or_new, key).result()
     if checks:
-        with _lock:
-            server = _servers.pop(server_key, None)
-        if server is not None and server.run.process.poll() is not None:
-            server.close()        # it died while it waited (killed from outside)
-            server = None
-        if server is None:
-            try:
-                server = _launcher.submit(CheckServer, settings, gpu, server_key[2], threads).result()
-            except BaseException:
-                slot.close()
-                raise
+        try:
+            server = _launcher.submit(_server_or_new, server_key).result()
+        except BaseException:
+            slot.close()
+            raise
         slot.attach(server, server_key)
     if prewarm:
         spare_key = key if next_preload is None else (settings, gpu, next_preload, threads)
@@ -349,6 +336,61 @@ def take_slot(settings: Any, gpu: str | None, prewarm: bool, checks: bool = True
                 _give_back(CheckServer(settings, gpu, server_key[2], threads), server_key)   # one job each
         _track(_launcher.submit(make))
     return slot
+
+
+def _sweep_once() -> None:
+    """Before this process's first sandbox: what a grader killed earlier on this machine left behind."""
+    global _swept
+    if not _swept:
+        _swept = True
+        from .sandbox import sweep_stale_cgroups, sweep_stale_folders
+
+        sweep_stale_cgroups()
+        sweep_stale_folders()
+
+
+def _spare_or_new(key: tuple[Any, ...]) -> Slot:
+    """The spare slot of ``key`` (settings, gpu, preload, threads), else a new one (in the launcher's thread)."""
+    with _lock:
+        slot = _spare.pop(key, None)
+    return slot if slot is not None else Slot(*key)
+
+
+def _server_or_new(key: tuple[Any, ...]) -> CheckServer:
+    """The kept check run of ``key`` (settings, gpu, preload, threads), else a new one (in the launcher's thread)."""
+    with _lock:
+        server = _servers.pop(key, None)
+    if server is not None and server.run.process.poll() is not None:
+        server.close()        # it died while it waited (killed from outside)
+        server = None
+    return server if server is not None else CheckServer(*key)
+
+
+def warm(settings: Any, gpu: str | None, checks: bool, preload: tuple[str, ...] | None, threads: int,
+         check_preload: tuple[str, ...] | None = None) -> None:
+    """Start, in the background, the slot (and, where ``checks``, the check run) that a first submission
+    of this kind will take: a worker warms up while the coordinator still reads the assignments.
+    Returns at once; :func:`take_slot` takes what was started (or waits for it to be)."""
+    _sweep_once()
+    key = (settings, gpu, preload, threads)
+    server_key = (settings, gpu, preload or () if check_preload is None else check_preload, threads)
+
+    def make() -> None:
+        with _lock:
+            have_slot = key in _spare
+            have_server = server_key in _servers
+        if not have_slot:
+            spare = Slot(*key)
+            with _lock:
+                old = list(_spare.values())
+                _spare.clear()
+                _spare[key] = spare
+            for stale in old:
+                stale.close()
+        if checks and not have_server:
+            _give_back(CheckServer(*server_key), server_key)
+
+    _track(_launcher.submit(make))
 
 
 def _give_back(server: CheckServer, key: tuple[Any, ...] | None) -> None:

@@ -152,13 +152,21 @@ def _out(reply: dict) -> str:
 
 
 @pytest.mark.usefixtures("bubblewrap")
-def test_one_check_run_serves_two_assignments_and_the_spare_is_the_next_ones() -> None:
+def test_a_worker_warms_up_then_one_check_run_serves_two_assignments_and_the_spare_is_the_next_ones(
+) -> None:
     union = ("colorsys", "wave")      # two modules nothing else here imports
     try:
+        # the worker warms up before its first job comes (the engine asks while it reads the assignments)
+        slots.warm(SETTINGS, None, True, ("colorsys",), 1, check_preload=union)
+        with slots._lock:
+            warming = list(slots._warming)
+        concurrent.futures.wait(warming, timeout=120)
+        warm_slot = slots._spare[(SETTINGS, None, ("colorsys",), 1)]
+        warm_server = slots._servers[(SETTINGS, None, union, 1)]
         first = slots.take_slot(SETTINGS, None, prewarm=True, checks=True, preload=("colorsys",), threads=1,
                                 check_preload=union, next_preload=("wave",))
         server = first.server
-        assert server is not None
+        assert first is warm_slot and server is warm_server and server.run.jobs == 0
         first.checks.ready(120)
         reply = first.checks.run(_job("import sys\nprint({'colorsys', 'wave'} <= set(sys.modules))"), timeout=60)
         assert reply["done"] and _out(reply) == "True"     # the check run imported the union
