@@ -1,5 +1,5 @@
-# why: allocates the output as float32 whatever the input's dtype: float32 inputs are right, a float16 input gets a float32 result (wrong dtype), and its stores move 4 bytes per element instead of 2 (1.5x the minimum traffic in all)
-# expect: {"triton_softmax-values-test": 4, "triton_softmax-half-test": 0, "triton_softmax-traffic-test": 0, "triton_softmax-kernel-test": 2}
+# why: allocates the output as float32 whatever the input's dtype: a float16 input gets a float32 result (wrong dtype, and 4-byte stores); the kernel is right (it stores in out_ptr.dtype.element_ty), so the launcher's cell alone loses its points
+# expect: {"triton_softmax-values-test": 4, "triton_softmax-half-test": 2, "triton_softmax-traffic-test": 2, "triton_softmax-launcher-test": 0}
 # %% triton_softmax-kernel: solution
 # %% triton_softmax-launcher: solution, edited
 <<<<<<< solution

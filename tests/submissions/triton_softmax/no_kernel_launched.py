@@ -1,5 +1,5 @@
-# why: the launcher returns torch.softmax(x, dim=1) and never launches the kernel: right numbers, but no Triton kernel ran (the probe saw no launch) and the reading of the source finds torch.softmax and no launch
-# expect: {"triton_softmax-values-test": 0, "triton_softmax-half-test": 0, "triton_softmax-traffic-test": 0, "triton_softmax-kernel-test": 0}
+# why: the launcher returns torch.softmax(x, dim=1) and never launches the kernel: right numbers, but the stand-in saw no launch and the reading refuses torch.softmax outside the kernel; the kernel itself is the reference's and is graded on its own launch
+# expect: {"triton_softmax-values-test": 4, "triton_softmax-half-test": 2, "triton_softmax-traffic-test": 2, "triton_softmax-launcher-test": 0}
 # %% triton_softmax-kernel: solution
 # %% triton_softmax-launcher
 import torch

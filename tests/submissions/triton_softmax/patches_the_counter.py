@@ -1,5 +1,5 @@
-# why: the three-pass kernel, plus a patch of the traffic counter in its own process that reports the stored bytes as the loaded ones: the count says the minimum, the grader's reading of the source finds the import of dlperf, so the traffic and kernel cells score 0
-# expect: {"triton_softmax-values-test": 4, "triton_softmax-half-test": 2, "triton_softmax-traffic-test": 0, "triton_softmax-kernel-test": 0}
+# why: the three-pass kernel, plus a patch of the traffic counter at the top of the kernel's cell (reporting the stored bytes as the loaded ones): the grader runs only the cell's kernels and imports, and its reading refuses the import of dlperf, so the kernel's three cells score 0 whatever the counter says; the launcher (the reference's) keeps its points
+# expect: {"triton_softmax-values-test": 0, "triton_softmax-half-test": 0, "triton_softmax-traffic-test": 0, "triton_softmax-launcher-test": 2}
 # %% triton_softmax-kernel
 import triton
 import triton.language as tl

@@ -1,5 +1,5 @@
 # why: reads the row from memory three times, once for the maximum, once for the sum and once for the division (the eager chain's passes inside one kernel): right values, but 3 M N s bytes loaded, twice the minimum traffic in all
-# expect: {"triton_softmax-values-test": 4, "triton_softmax-half-test": 2, "triton_softmax-traffic-test": 0, "triton_softmax-kernel-test": 2}
+# expect: {"triton_softmax-values-test": 4, "triton_softmax-half-test": 2, "triton_softmax-traffic-test": 0, "triton_softmax-launcher-test": 2}
 # %% triton_softmax-kernel
 import triton
 import triton.language as tl

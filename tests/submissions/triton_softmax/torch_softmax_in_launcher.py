@@ -1,5 +1,5 @@
-# why: the launcher computes the softmax with torch.softmax and launches a kernel that only copies the finished values: right values, and the copy even loads and stores exactly the minimum, but the grader's reading of the source refuses torch work on the data outside the kernel
-# expect: {"triton_softmax-values-test": 4, "triton_softmax-half-test": 2, "triton_softmax-traffic-test": 0, "triton_softmax-kernel-test": 0}
+# why: the launcher computes the softmax with torch.softmax and launches a kernel that only copies the finished values: the kernel, launched by the grader on x, returns x unchanged (no softmax), though it moves exactly the minimum traffic; the launcher launches on other data than x and the reading refuses torch.softmax
+# expect: {"triton_softmax-values-test": 0, "triton_softmax-half-test": 0, "triton_softmax-traffic-test": 2, "triton_softmax-launcher-test": 0}
 # %% triton_softmax-kernel
 import triton
 import triton.language as tl
