@@ -85,6 +85,54 @@ def alembic_on_path() -> None:
         if str(bindir) not in path:
             path.insert(0, str(bindir))
     os.environ["PATH"] = os.pathsep.join(path)
+    _alembic_in_process()
+
+
+def alembic_head() -> str:
+    """What ``alembic heads`` names first for nbgrader's migrations (``nbgrader.api.get_alembic_version``),
+    read in this process: the version a new gradebook is stamped with."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+    from nbgrader import api
+
+    with api._temp_alembic_ini("sqlite:////tmp/gradebook.db") as ini:
+        heads = ScriptDirectory.from_config(Config(ini)).get_heads()
+    if len(heads) != 1:
+        raise RuntimeError(f"nbgrader's migrations have {len(heads)} heads: {heads}")
+    return heads[0]
+
+
+_ALEMBIC_HEAD: list[str] = []
+
+
+def _alembic_in_process() -> None:
+    """A new gradebook asks ``nbgrader.api.get_alembic_version``, which starts the ``alembic heads``
+    command (a Python process importing alembic and SQLAlchemy: 1-2 s, 10 s on a loaded machine, paid by
+    every grading run on a new course); the same answer is read here from nbgrader's own migration scripts
+    once per process.  Where it cannot be (more than one head), nbgrader's function answers."""
+    try:
+        from nbgrader import api
+    except ImportError:
+        return
+    if getattr(api.get_alembic_version, "_in_process", False):
+        return
+    try:
+        from alembic.script import ScriptDirectory  # noqa: F401
+    except ImportError:
+        return
+
+    original = api.get_alembic_version
+
+    def get_alembic_version() -> str:
+        if not _ALEMBIC_HEAD:
+            try:
+                _ALEMBIC_HEAD.append(alembic_head())
+            except Exception:  # noqa: BLE001 - nbgrader's own way, then
+                return original()
+        return _ALEMBIC_HEAD[0]
+
+    get_alembic_version._in_process = True  # type: ignore[attr-defined]
+    api.get_alembic_version = get_alembic_version
 
 
 def _api(root: Path, **kwargs: Any) -> Any:

@@ -200,3 +200,22 @@ def test_a_worker_warms_up_then_one_check_run_serves_two_assignments_and_the_spa
     finally:
         slots.release_spares()
     assert not slots._servers and not slots._spare
+
+
+def test_a_new_gradebook_is_stamped_with_alembics_head_read_in_process(tmp_path: Path) -> None:
+    """A new gradebook asks nbgrader for the head of its migrations; the grader reads it in its own process
+    (course.alembic_head) instead of starting the ``alembic heads`` command: the same answer."""
+    import sqlite3
+
+    from nbgrader import api
+
+    course.alembic_on_path()
+    assert getattr(api.get_alembic_version, "_in_process", False)
+    with api._temp_alembic_ini("sqlite:////tmp/gradebook.db") as ini:
+        printed = subprocess.run(["alembic", "-c", ini, "heads"], capture_output=True, text=True, check=True).stdout
+    head = printed.split("\n")[0].split(" ")[0]
+    assert head and course.alembic_head() == head == api.get_alembic_version()
+    with Writer(f"sqlite:///{tmp_path / 'gradebook.db'}", tmp_path):
+        pass
+    assert sqlite3.connect(tmp_path / "gradebook.db").execute("SELECT version_num FROM alembic_version").fetchall() \
+        == [(head,)]
