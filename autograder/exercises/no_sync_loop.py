@@ -1,30 +1,36 @@
-"""The checker's side of the ``no_sync_loop`` exercise: the references, a static reading of the source, the verdicts.
+"""The checker's side of the ``no_sync_loop`` exercise: the references, the reading, the meta run, the verdicts.
 
 The student's ``fetch`` and ``train_epoch`` run in their own process, driven by
-the public probes of :mod:`dlperf.grading.probes.no_sync_loop`, which count the
-synchronisations there.  That count runs beside the student's code, which
-could change it (patch the counter, call the C methods behind its wrappers).
-So the checker also reads the solution's source itself (:func:`static_findings`,
-on the cells as submitted, never run here): every
-synchronising call inside a loop, and every construct a loop needs only to
-hide one (private attributes, ``getattr``, imports beyond ``torch`` and a few
-standard modules).  A submission passes the synchronisation checks only when
-both say so.
+the public probes of :mod:`dlperf.grading.probes.no_sync_loop`.  Three
+observations decide the synchronisation points, and a submission needs all three:
 
-What the static reading cannot see: a synchronising call outside any loop but
-executed per step (in a helper the loop calls; the count sees it), and whether
-a ``float(...)`` outside the batch loop reads a tensor.  What the count cannot
-see: anything the student's process lies about.  Together they leave a
-submission that hides a per-step read behind a helper *and* tampers with the
-count using only allowed constructs (e.g. rebinding ``torch.Tensor.tolist`` to
-a reference saved at import) -- a real attack, not a mistake; a GPU grader's
-``torch.cuda.set_sync_debug_mode`` (run in the same process) does not close it
-either.
+* **outside the student's process** (:func:`meta_check`): ``train_epoch`` runs
+  with the model and the batches on PyTorch's ``meta`` device, where every read of
+  a value (and every operator whose output shape depends on values) raises, and
+  with an optimizer that lives *here* (a :class:`~autograder.trusted.Remote`):
+  this process counts the steps itself, so it sees how many steps ran before the
+  first read.  All of them, then one read, is a pass; a read in the loop stops it
+  at the first step, and a tensor kept on the host (created without ``device=``)
+  raises a device error instead of a read;
+* **in the student's process** (the probe's :class:`SyncCounter`): the
+  synchronisations counted by a ``TorchFunctionMode`` and a ``TorchDispatchMode``
+  (every spelling of a read, formatting and ``print`` included, which the meta
+  device does not refuse), at most the reference's one;
+* **the reading of the cells** (:func:`reading`, never run here): the public
+  allow-list ``RULES``, so that the student's code cannot reach the counter's
+  modes (no private name, no ``getattr``, imports of ``torch``, ``math`` and a
+  few standard modules only, the torch names a loop needs, no test of the
+  device's type, no ``try``).
+
+What remains forgeable: a submission that tells the meta run apart by a spelling
+the reading allows (e.g. the text of ``x.device`` in an f-string) and reads per
+step only on real devices *and* hides those reads from the in-process count
+with allowed constructs only.  Graph retention is observed in the student's
+process only (weak references to marks the probe owns), behind the same reading.
 """
 
 from __future__ import annotations
 
-import ast
 import math
 import types
 from collections.abc import Sequence
@@ -32,21 +38,10 @@ from typing import Any
 
 import torch
 
-from autograder.trusted import CheckFailed
-from autograder.trusted.reading import parse_cells
+from autograder.trusted import CheckFailed, Remote, Student, StudentRaised
+from dlperf.grading.probes import no_sync_loop as probe
 
-__all__ = ["ALLOWED_IMPORTS", "reference", "same_log", "slow_train_epoch", "static_findings"]
-
-ALLOWED_IMPORTS = {"torch", "math", "collections", "itertools", "functools", "typing", "operator", "__future__"}
-SYNC_METHODS = {"item", "tolist", "numpy", "cpu", "synchronize"}
-HIDING_NAMES = {"getattr", "setattr", "delattr", "globals", "locals", "vars", "exec", "eval", "compile",
-                "__import__", "breakpoint"}
-# Calls that make a host value from a tensor (or print / format it): a synchronisation when given a tensor.
-HOST_BUILTINS = {"float", "int", "bool", "complex", "print", "repr", "str", "format", "min", "max", "sorted", "any",
-                 "all", "list", "tuple"}
-# Host metadata of a tensor: reading it never waits.
-METADATA = {"shape", "dtype", "device", "ndim", "size", "dim", "numel", "is_cuda", "requires_grad"}
-HOST_CALLS = {"len", "range", "enumerate", "zip", "isinstance", "type", "id", "abs", "round", "divmod"}
+__all__ = ["meta_check", "reading", "reference", "same_log", "slow_train_epoch"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -147,141 +142,32 @@ def same_log(got: Any, want: dict[str, Any], where: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Reading the source
+# The reading, and the meta run (observed here)
 # ---------------------------------------------------------------------------------------------
 
 
-def _uses(node: ast.AST, names: set[str]) -> bool:
-    """Whether ``node`` reads one of ``names`` as a value (not only its length, shape, dtype or device)."""
-    if isinstance(node, ast.Name):
-        return node.id in names
-    if isinstance(node, ast.Attribute) and node.attr in METADATA:
-        return False
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in HOST_CALLS:
-        return False
-    return any(_uses(child, names) for child in ast.iter_child_nodes(node))
+def reading(parts: Sequence[tuple[str, str]]) -> list[str]:
+    """The grader's reading of the solution cells (``[(file name, source)]``, never run here): the public
+    allow-list :data:`dlperf.grading.probes.no_sync_loop.RULES` and the exercise's extra rule, the same
+    code as the self-check's."""
+    return probe.findings(parts)
 
 
-def _tensor_names(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
-    """Names of ``fn`` that may hold tensors: its arguments, the loop targets, and what is computed from them."""
-    args = fn.args
-    tainted = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
-    tainted |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
-    pairs: list[tuple[ast.AST, ast.AST]] = []
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Assign):
-            pairs += [(t, node.value) for t in node.targets]
-        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and node.value is not None:
-            pairs.append((node.target, node.value))
-        elif isinstance(node, (ast.For, ast.comprehension)):
-            it = node.iter
-            # enumerate(...)'s index is a host integer
-            if (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate"
-                    and isinstance(node.target, ast.Tuple) and len(node.target.elts) == 2):
-                pairs.append((node.target.elts[1], it.args[0] if it.args else it))
-            elif not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"):
-                pairs.append((node.target, it))
-        elif isinstance(node, ast.NamedExpr):
-            pairs.append((node.target, node.value))
-    changed = True
-    while changed:
-        changed = False
-        for target, value in pairs:
-            computed = any(isinstance(n, ast.Call) and not (isinstance(n.func, ast.Name) and n.func.id in HOST_CALLS)
-                           and not (isinstance(n.func, ast.Attribute) and n.func.attr in METADATA)
-                           for n in ast.walk(value))
-            if _uses(value, tainted) or computed:
-                for name in (n.id for n in ast.walk(target) if isinstance(n, ast.Name)):
-                    if name not in tainted:
-                        tainted.add(name)
-                        changed = True
-    return tainted
+def meta_check(student: Student, sizes: Sequence[int], where: str) -> None:
+    """``train_epoch`` on the meta device in the student's process, with the optimizer here.
 
-
-def _batch_loops(fn: ast.FunctionDef) -> list[ast.For]:
-    """The training loops of ``fn``: loops over one of its arguments whose body calls one (``model(x)``,
-    ``optimizer.step()``); a later loop over plain Python numbers is not one."""
-    params = {a.arg for a in fn.args.args}
-
-    def calls_a_param(node: ast.AST) -> bool:
-        for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
-            root = call.func
-            while isinstance(root, ast.Attribute):
-                root = root.value
-            if isinstance(root, ast.Name) and root.id in params:
-                return True
-        return False
-
-    return [n for n in ast.walk(fn) if isinstance(n, ast.For)
-            and any(isinstance(x, ast.Name) and x.id in params for x in ast.walk(n.iter))
-            and any(calls_a_param(stmt) for stmt in n.body)]
-
-
-def _loop_bodies(tree: ast.AST) -> list[ast.AST]:
-    out: list[ast.AST] = []
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
-            out += node.body + ([node.test] if isinstance(node, ast.While) else [])
-        elif isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
-            out.append(node)
-    return out
-
-
-def static_findings(parts: Sequence[tuple[str, str]]) -> list[str]:
-    """What the source of the solution cells shows that synchronises per step, or hides a synchronisation.
-
-    ``parts``: ``[(file name, source)]`` (:func:`autograder.trusted.solution_parts`).  Each finding
-    is a sentence naming the line; an empty list means the reading found nothing.
+    Every host read raises on ``meta``; this process counts the optimizer's steps itself, so it sees how
+    many steps ran before the first read: all of them, then a read, is a pass
+    (:func:`~dlperf.grading.probes.no_sync_loop.meta_verdict`).
     """
-    cells, found = parse_cells(parts)
-    for cell in cells:
-        tree, add = cell.tree, cell.add
-
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-                for module in modules:
-                    parts_ = module.split(".")
-                    if parts_[0] not in ALLOWED_IMPORTS or any(p.startswith("_") for p in parts_[1:]):
-                        add(node, f"imports {module} (the exercise needs only torch and math)")
-                if isinstance(node, ast.ImportFrom):
-                    for a in node.names:
-                        if a.name.startswith("_"):
-                            add(node, f"imports the private name {a.name}")
-            elif isinstance(node, ast.Attribute) and node.attr.startswith("_"):
-                add(node, f"uses the private or special attribute {node.attr} (not needed here)")
-            elif isinstance(node, ast.Name) and node.id in HIDING_NAMES:
-                add(node, f"uses {node.id}() (not needed here; it can hide what the code calls)")
-        for body in _loop_bodies(tree):
-            for node in ast.walk(body):
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                    if node.func.attr in SYNC_METHODS:
-                        add(node, f".{node.func.attr}() inside a loop: one synchronisation per iteration")
-                    elif (node.func.attr == "to" and any(isinstance(a, ast.Constant) and isinstance(a.value, str)
-                                                         and a.value.startswith("cpu") for a in node.args)):
-                        add(node, ".to('cpu') inside a loop: one synchronisation per iteration")
-        for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
-            tensors = _tensor_names(fn)
-            for loop in _batch_loops(fn):
-                for stmt in loop.body:
-                    for node in ast.walk(stmt):
-                        if isinstance(node, (ast.If, ast.While, ast.IfExp, ast.Assert)) and _uses(node.test, tensors):
-                            add(node, "a condition computed from tensors inside the loop over the batches: "
-                                      "bool() of a tensor waits for its value")
-                        elif isinstance(node, ast.BoolOp) and any(_uses(v, tensors) for v in node.values[:-1]):
-                            add(node, "and/or on a tensor inside the loop over the batches: bool() waits")
-                        elif (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)
-                              and _uses(node.operand, tensors)):
-                            add(node, "`not` on a tensor inside the loop over the batches: bool() waits")
-                        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                              and node.func.id in HOST_BUILTINS
-                              and any(_uses(a, tensors) for a in [*node.args, *(k.value for k in node.keywords)])):
-                            add(node, f"{node.func.id}() of a tensor inside the loop over the batches: it reads "
-                                      "the value on the host")
-                        elif isinstance(node, ast.FormattedValue) and _uses(node.value, tensors):
-                            add(node, "a tensor formatted into a string inside the loop over the batches")
-                        elif (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod)
-                              and isinstance(node.left, ast.Constant) and isinstance(node.left.value, str)
-                              and _uses(node.right, tensors)):
-                            add(node, "a tensor formatted with % inside the loop over the batches")
-    return found
+    steps = probe.Steps()
+    optimizer = Remote(steps, methods=["zero_grad", "step"], name="SGD")
+    raised: tuple[str, str] | None = None
+    try:
+        student.probe("no_sync_loop:meta_train", optimizer, list(sizes))
+    except StudentRaised as exc:
+        raised = (exc.type_name, exc.message)
+    verdict = probe.meta_verdict(steps.steps, len(sizes), raised)
+    if verdict:
+        raise CheckFailed(f"{where}, on the meta device (every read of a value raises there; the grader counts "
+                          f"the optimizer's steps itself): {verdict}")

@@ -1,5 +1,5 @@
-# why: reads every loss with .item() but switches the grader's counter off in its own process first: the count says 1, the grader's reading of the source finds the import and the .item() in the loop
-# expect: {"no_sync_loop-fetch-test": 2, "no_sync_loop-results-test": 3, "no_sync_loop-syncs-test": 0, "no_sync_loop-graphs-test": 2}
+# why: reads every loss with .item() but switches the grader's counter off in its own process first: the count may say 1, but the reading refuses the import and the assignments to the library (which costs the points observed in that process: synchronisations and graphs), and the meta run, counted in the grader's process, stops at the first step
+# expect: {"no_sync_loop-fetch-test": 2, "no_sync_loop-results-test": 3, "no_sync_loop-syncs-test": 0, "no_sync_loop-graphs-test": 0}
 # %% no_sync_loop-fetch: solution
 # %% no_sync_loop-train
 import torch
