@@ -450,7 +450,8 @@ def parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_doctor)
 
     m = sub.add_parser("sample", help="build the sample class (honest and adversarial submissions) and grade it")
-    m.add_argument("--assignment", default="gradscaler")
+    m.add_argument("--assignment", default="gradscaler", help="the exercise (default gradscaler: the misbehaving "
+                   "submissions are its); several, comma-separated, or 'all': graded in one run")
     m.add_argument("--out", default=str(course.REPO / "_build" / "sample-class"), help="its course root")
     add_grading_options(m)
     # Short limits: the sample's infinite loop and memory hog need not take the default 120 s and 6 GiB.

@@ -328,7 +328,11 @@ def compare(samples: Sequence[Sample], records: Sequence[dict[str, Any]]) -> lis
 
 
 def grade_sample(args: argparse.Namespace) -> int:
-    """``autograder sample``: build, collect, grade, report, compare."""
+    """``autograder sample``: build, collect, grade, report, compare.
+
+    ``--assignment`` names one assignment, several (comma-separated) or ``all`` (every exercise of the
+    course): several are collected one by one and graded in one run (``autograder grade A B C``).
+    """
     from . import cli
     from .collect import collect_files
 
@@ -336,33 +340,42 @@ def grade_sample(args: argparse.Namespace) -> int:
     if root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True)
-    # The misbehaving submissions are written for gradscaler; another assignment's sample class is its
-    # honest fixtures (reference, stub, wrong submissions), each with its stated scores.
-    adversarial_part = args.assignment == "gradscaler"
-    samples = sample_class(args.assignment, root, adversarial_part=adversarial_part)
-    if not adversarial_part:
-        print(f"sample class of {args.assignment}: its fixtures only (the misbehaving submissions are gradscaler's)")
-    export = write_export(samples, root / "lms-export.zip")
-    print(f"sample class of {args.assignment}: {len(samples)} files from {len(expected(samples))} students "
-          f"in {export}")
-    print(collect_files(root, args.assignment, export).summary())
+    names = course.assignments() if args.assignment == "all" else \
+        [a.strip() for a in args.assignment.split(",") if a.strip()]
+    classes: dict[str, list[Sample]] = {}
+    for assignment in names:
+        # The misbehaving submissions are written for gradscaler; another assignment's sample class is its
+        # honest fixtures (reference, stub, wrong submissions), each with its stated scores.
+        adversarial_part = assignment == "gradscaler"
+        samples = classes[assignment] = sample_class(assignment, root, adversarial_part=adversarial_part)
+        if not adversarial_part:
+            print(f"sample class of {assignment}: its fixtures only (the misbehaving submissions are gradscaler's)")
+        export = write_export(samples, root / (f"lms-export-{assignment}.zip" if len(names) > 1 else "lms-export.zip"))
+        print(f"sample class of {assignment}: {len(samples)} files from {len(expected(samples))} students "
+              f"in {export}")
+        print(collect_files(root, assignment, export).summary())
     base = ["--course", str(root)]
     grading = [f"--cell-timeout={args.cell_timeout:g}", f"--timeout={args.timeout:g}", f"--memory={args.memory:g}",
                f"--processes={args.processes}"]
     grading += ["--cpu"] * args.cpu + ["--no-sandbox"] * args.no_sandbox + ["--cpu-workers"] * args.cpu_workers
     grading += [f"--workers={args.workers}"] if args.workers else []
-    status = cli.main(base + ["grade", args.assignment, *grading])
+    status = cli.main(base + ["grade", *names, *grading])
     if status:
         return status
-    cli.main(base + ["feedback", args.assignment])
+    for assignment in names:
+        cli.main(base + ["feedback", assignment])
     cli.main(base + ["export", "--to", str(root / "grades.csv")])
     from .gradebook import Writer
 
+    problems = []
     with Writer(f"sqlite:///{root / 'gradebook.db'}", root) as writer:
-        problems = compare(samples, writer.records(args.assignment))
+        for assignment, samples in classes.items():
+            found = compare(samples, writer.records(assignment))
+            problems += [f"{assignment}: {p}" if len(names) > 1 else p for p in found]
     if problems:
         print("\nNOT as expected:\n  " + "\n  ".join(problems))
         return 1
-    print(f"\nevery record is as expected ({len(expected(samples))} students)")
+    students = sum(len(expected(samples)) for samples in classes.values())
+    print(f"\nevery record is as expected ({students} students"
+          + (f" in {len(names)} assignments)" if len(names) > 1 else ")"))
     return 0
-
