@@ -150,3 +150,13 @@ def test_fixtures_say_why_and_include_correct_alternatives_and_the_cheats():
     control = course.Snippet.parse(course.SUBMISSIONS / "ring_allreduce" / "sim_local_sum.py")
     part_a = [k for k in cheat.expect if "-sim-" in k]
     assert sum(cheat.expect[k] for k in part_a) <= sum(control.expect[k] for k in part_a)
+
+
+def test_a_chunk_whose_sum_is_zero_still_counts_as_received():
+    """int64 partial sums can be exactly 0; a one-element message of 0 carries the sum all the same."""
+    inputs = [torch.tensor([5, 7]), torch.tensor([-5, 1]), torch.tensor([3, -8])]   # chunk 1 sums to 0
+    cluster = ex.Watched(C.ring(3))
+    out = ring(cluster, [t.clone() for t in inputs])
+    assert [o.tolist() for o in out] == [[3, 0]] * 3
+    assert any(c.numel() == 1 and int(c) == 0 for step in cluster.log for _, _, c in step)
+    ex.provenance(inputs, cluster.log, out, "case")
