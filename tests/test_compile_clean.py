@@ -1,5 +1,6 @@
-"""The ``compile_clean`` exercise's instruments: the probe's counts (in-process, on the instructor's solution, the
-given code and known-bad rewrites) and the checker's static reading of solution cells.
+"""The ``compile_clean`` exercise's instruments: what the grader loads of the cells, the reading of the cells, the
+probe's graphs as data and the rules the checker applies to them (on the instructor's solution, the given code and
+known-bad rewrites, and on hand-made reports that must be refused).
 
 The graded outcomes of whole submissions are in tests/test_exercises.py and tests/test_autograder.py (the
 fixtures of tests/submissions/compile_clean); these tests pin down the parts those outcomes rest on.
@@ -7,6 +8,7 @@ fixtures of tests/submissions/compile_clean); these tests pin down the parts tho
 
 from __future__ import annotations
 
+import copy
 import itertools
 import linecache
 import sys
@@ -35,10 +37,14 @@ def _module(*sources: str) -> types.ModuleType:
     return module
 
 
+def _solution_sources() -> list[str]:
+    cells = course.solution_cells(AID)
+    return [course.strip_solution_markers(cells[k]) for k in (f"{AID}-forward", f"{AID}-loss")]
+
+
 @pytest.fixture(scope="module")
 def solution() -> types.ModuleType:
-    cells = course.solution_cells(AID)
-    return _module(*(course.strip_solution_markers(cells[k]) for k in (f"{AID}-forward", f"{AID}-loss")))
+    return _module(*_solution_sources())
 
 
 @pytest.fixture(scope="module")
@@ -52,34 +58,134 @@ def given(setup) -> types.SimpleNamespace:
     return ex.legacy(setup.legacy_forward, setup.legacy_masked_loss)
 
 
-def test_the_solution_is_one_graph_without_breaks_and_equals_the_given_code(solution, given):
+def _parts(*sources: str) -> list[tuple[str, str]]:
+    return [(f"<cell-{i}>", s) for i, s in enumerate(sources)]
+
+
+# ---------------------------------------------------------------------------------------------
+# What the grader loads of the cells, and the reading
+# ---------------------------------------------------------------------------------------------
+
+
+def test_only_imports_definitions_and_literal_constants_are_loaded_and_line_numbers_stay():
+    source = ("import torch\nEPS = 1e-12\nNEG = -math.inf\nx = torch.randn(3)\nprint(forward(x))\n"
+              "def forward(x):\n    return x + EPS\n\nimport math; open('/tmp/f', 'w')\nclass A:\n    pass\n")
+    (_, loaded), = probe.definitions(_parts(source))
+    assert loaded.splitlines() == ["import torch", "EPS = 1e-12", "NEG = -math.inf", "", "", "def forward(x):",
+                                   "    return x + EPS", "", "", "class A:", "    pass"]
+
+
+def test_the_loading_refuses_defaults_that_call_and_names_bound_by_statements_it_does_not_run():
+    found = probe.refusals(_parts("import torch\n\ndef setup():\n    return 1\n\n"
+                                  "def forward(x, flag=setup()):\n    return x\n"))
+    assert any("default value" in f and "line 6" in f for f in found), found
+    found = probe.refusals(_parts("import torch\nSCALE = torch.ones(())\n\ndef forward(x):\n    return x * SCALE\n"))
+    assert any("SCALE" in f and "does not run" in f for f in found), found
+    assert probe.refusals(_parts("import torch\nSCALE = 2.0\n\ndef forward(x: torch.Tensor) -> torch.Tensor:\n"
+                                 "    return x * SCALE\n\nprint(forward(torch.ones(2)))\n")) == []
+
+
+def test_the_reading_accepts_the_solution_and_alternatives_written_differently():
+    assert probe.refusals(_parts(*_solution_sources())) == []
+    alternatives = [
+        "import torch\nimport torch.nn.functional as F\n\ndef forward(x, w1, b1, w2, b2, max_norm):\n"
+        "    h = F.relu(torch.einsum('btd,dh->bth', x, w1) + b1)\n"
+        "    n = torch.linalg.vector_norm(h, dim=-1, keepdim=True)\n"
+        "    return torch.where(n > max_norm, h * (max_norm / n), h) @ w2 + b2\n",
+        "import torch\nfrom torch.nn import functional as F\n\ndef masked_loss(pred, target, lengths):\n"
+        "    pad = torch.arange(pred.shape[1], device=pred.device)[None] >= lengths[:, None]\n"
+        "    e = F.mse_loss(pred, target, reduction='none').mean(-1).masked_fill(pad, 0.0)\n"
+        "    tiny = torch.finfo(e.dtype).tiny\n"
+        "    return (e.sum(1) / lengths.to(e.dtype).clamp_min(tiny)).mean() + e.new_zeros(()) * e.amax()\n",
+    ]
+    for source in alternatives:
+        assert probe.refusals(_parts(source)) == [], (source, probe.refusals(_parts(source)))
+
+
+@pytest.mark.parametrize("source, finding", [
+    ("import torch\ndef f(x):\n    print(x)\n", "builtin print"),
+    ("import torch\ndef f(x):\n    return x.sum().item()\n", ".item"),
+    ("import torch\ndef f(x):\n    return x.cpu()\n", ".cpu"),
+    ("import torch\ndef f(x):\n    return torch.nonzero(x)\n", "torch.nonzero"),
+    ("import torch\ndef f(x):\n    return torch.compile(x)\n", "torch.compile"),
+    ("import torch\ndef f(x):\n    torch._dynamo.config.verbose = True\n", "torch._dynamo"),
+    ("import torch\ndef f(x):\n    return getattr(torch, 'comp' + 'ile')\n", "getattr"),
+    ("import os\ndef f(x):\n    return x\n", "imports os"),
+    ("import torch\n@torch.compiler.disable\ndef f(x):\n    return x\n", "decorates"),
+    ("import torch\nclass M:\n    def f(self, x):\n        return x\n", "class"),
+    ("import torch\ndef f(x):\n    return helper(x)\n", "helper"),
+    ("def f(:\n", "does not parse"),
+])
+def test_the_reading_refuses_what_the_rules_do_not_name(source, finding):
+    found = probe.refusals(_parts(source))
+    assert any(finding in f for f in found), (source, found)
+
+
+def test_a_host_runs_no_top_level_statement_of_the_cells(tmp_path):
+    cell = ("import torch\n\ndef forward(x, w1, b1, w2, b2, max_norm):\n    return x @ w1\n\n"
+            "raise RuntimeError('a top-level statement ran')\n")
+    args = ex.make_case("unit", 2, 3)["forward"]
+    with ex.student(cells=_parts(cell)) as host:
+        got = host.probe("compile_clean:eager", "forward", list(args))
+    torch.testing.assert_close(got, args[0] @ args[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# The graphs as data, and the rules of a graph
+# ---------------------------------------------------------------------------------------------
+
+
+def test_the_solution_is_one_graph_that_keeps_every_rule_and_equals_the_given_code(solution, given):
     args = ex.make_case("unit", 4, 6)
-    report = probe.explain(solution, "forward", args["forward"])
-    assert (report["graphs"], report["breaks"]) == (1, 0), report
-    run = probe.compiled(solution, "step", [args["step"]], dynamic=False)
-    assert run["error"] is None and len(run["graphs"]) == 1, run
-    assert run["counters"] == {"unique_graphs": 1, "graph_breaks": 0}
-    assert run["graphs"][0]["foreign"] == [] and run["graphs"][0]["operations"] >= ex.MIN_OPERATIONS["step"]
-    torch.testing.assert_close(run["outputs"][0], probe.eager(given, "step", args["step"]), rtol=1e-5, atol=1e-6)
+    for name in probe.FUNCTIONS:
+        run = probe.compiled(solution, name, [args[name]], dynamic=False)
+        assert probe.graph_problems(run, probe.shapes_of([args[name]]), max_graphs=1) == [], run
+        assert run["counters"] == {"unique_graphs": 1, "graph_breaks": 0}
+        assert probe.work_problems(run["graphs"][0], ex.given_families(given, "forward")
+                                   if name != "masked_loss" else ex.given_families(given, "masked_loss")) == []
+        torch.testing.assert_close(run["outputs"][0], probe.eager(given, name, args[name]), rtol=1e-5, atol=1e-6)
+    assert ex.given_families(given, "forward")["matrix product"] == 2
 
 
-def test_the_given_forward_breaks_twice_and_fullgraph_refuses_it(setup, given):
+def test_the_given_forward_breaks_twice_and_fullgraph_refuses_it(setup):
     args = ex.make_case("unit", 3, 5)["forward"]
     report = probe.explain(types.SimpleNamespace(forward=setup.legacy_forward), "forward", args)
     assert (report["graphs"], report["breaks"]) == (3, 2), report
     assert [r["line"].split("(")[0] for r in report["reasons"]] == ["print", "if norm.max"], report
-    run = probe.compiled(given, "forward", [args])
+    run = probe.compiled(types.SimpleNamespace(forward=setup.legacy_forward), "forward", [args])
     assert run["error"] is not None and run["failed_call"] == 0 and run["outputs"] == [], run
+    assert "failed" in probe.graph_problems(run, probe.shapes_of([args]), max_graphs=1)[0]
+
+
+def test_int_of_a_tensor_compiles_without_a_break_but_is_a_host_read_in_the_graph(setup):
+    """torch 2.13 captures ``int(lengths[i])`` as an ``item`` node: no graph break, yet a host read."""
+    args = ex.make_case("unit", 3, 5)["masked_loss"]
+    run = probe.compiled(types.SimpleNamespace(masked_loss=setup.legacy_masked_loss), "masked_loss", [args])
+    assert run["error"] is None and run["counters"]["graph_breaks"] == 0, run
+    problems = probe.graph_problems(run, probe.shapes_of([args]), max_graphs=1)
+    assert any("reads tensor data" in p and "Tensor.item" in p for p in problems), problems
+    assert probe.graph_problems(run, probe.shapes_of([args]), max_graphs=1, host_reads=False) == []
+    floated = _module("import torch\n\ndef masked_loss(pred, target, lengths):\n"
+                      "    return (pred - target).square().sum() / float(lengths.sum())\n")
+    run = probe.compiled(floated, "masked_loss", [args])
+    assert any("reads tensor data" in p for p in probe.graph_problems(run, probe.shapes_of([args]), max_graphs=1))
 
 
 def test_batch_sizes_compile_twice_by_default_and_once_when_marked_dynamic(solution):
-    sizes = [ex.make_case(("unit", B), B, 12)["step"] for B in (8, 16, 5, 32)]
-    default = probe.compiled(solution, "step", sizes)
-    assert default["error"] is None and len(default["graphs"]) == 2, default
-    assert [g["symbolic"] for g in default["graphs"]] == [False, True]
-    shapes = [ex.make_case(("unit", B, T), B, T)["step"] for B, T in ((8, 12), (5, 20), (16, 7))]
-    marked = probe.compiled(solution, "step", shapes, mark_dynamic=[[0, 1], [], [], [], [], [], [0, 1], [0]])
-    assert marked["error"] is None and len(marked["graphs"]) == 1 and marked["graphs"][0]["symbolic"], marked
+    calls = [ex.make_case(("unit", B), B, 12)["step"] for B in (8, 16, 5, 32)]
+    default = probe.compiled(solution, "step", calls)
+    assert probe.graph_problems(default, probe.shapes_of(calls), max_graphs=2) == [], default
+    assert [g["call"] for g in default["graphs"]] == [0, 1]
+    x_shapes = [next(i["shape"] for i in g["inputs"] if i["position"] == 0) for g in default["graphs"]]
+    assert [isinstance(s[0], str) for s in x_shapes] == [False, True], x_shapes      # the batch became a symbol
+    assert x_shapes[1][0] in [i.get("expr") for i in default["graphs"][1]["inputs"] if i["kind"] == "size"]
+    calls = [ex.make_case(("unit", B, T), B, T)["step"] for B, T in ((8, 12), (5, 20), (16, 7))]
+    marked = probe.compiled(solution, "step", calls, mark_dynamic=ex.STEP_MARKS)
+    assert probe.graph_problems(marked, probe.shapes_of(calls), max_graphs=1, marked=ex.STEP_MARKS) == [], marked
+    fresh = [ex.make_case(("unit", "fresh"), 8, 12)["step"]]      # mark_dynamic stays on the tensors it marked
+    unmarked = probe.compiled(solution, "step", fresh, dynamic=False)
+    assert any("marked dynamic" in p for p in probe.graph_problems(unmarked, probe.shapes_of(fresh), max_graphs=1,
+                                                                   marked=ex.STEP_MARKS))
 
 
 def test_a_loop_over_the_batch_recompiles_for_every_size_and_cannot_be_marked_dynamic(solution):
@@ -96,11 +202,12 @@ def masked_loss(pred, target, lengths):
     calls = [ex.make_case(("unit", B), B, 6)["masked_loss"] for B in (4, 8, 3, 6)]
     run = probe.compiled(looped, "masked_loss", calls)
     assert run["error"] is None and len(run["graphs"]) == 4 and run["counters"]["unique_graphs"] == 4, run
+    assert any("4 compilations" in p for p in probe.graph_problems(run, probe.shapes_of(calls), max_graphs=2))
     marked = probe.compiled(looped, "masked_loss", calls[:2], mark_dynamic=[[0], [0], [0]])
     assert marked["error"] is not None and "Constraint" in marked["error"], marked
 
 
-def test_a_user_function_put_in_the_graph_whole_is_reported(solution):
+def test_a_user_function_put_in_the_graph_whole_is_refused(solution):
     mod = _module('''
 import torch
 
@@ -112,34 +219,42 @@ torch._dynamo.allow_in_graph(scale)
 def forward(x, w1, b1, w2, b2, max_norm):
     return scale(torch.relu(x @ w1 + b1)) @ w2 + b2
 ''')
-    run = probe.compiled(mod, "forward", [ex.make_case("unit", 2, 3)["forward"]])
+    args = [ex.make_case("unit", 2, 3)["forward"]]
+    run = probe.compiled(mod, "forward", args)
     assert run["error"] is None, run
-    assert any("scale" in name for name in run["graphs"][0]["foreign"]), run["graphs"]
+    assert any("scale" in p and "hidden from the compiler" in p
+               for p in probe.graph_problems(run, probe.shapes_of(args), max_graphs=1)), run["graphs"]
 
 
-def test_the_static_reading_accepts_the_solution_and_refuses_what_could_tamper_with_the_counts():
-    cells = course.solution_cells(AID)
-    assert ex.static_problems([cells[f"{AID}-forward"], cells[f"{AID}-loss"]]) == []
-    fine = ["import torch.nn.functional as F\nimport math\nfrom torch.nn import functional\n",
-            "def _mask(n):\n    return torch.arange(n)\n\ny = _mask(3)\n",
-            "if torch.compiler.is_compiling():\n    pass\n"]
-    for source in fine:
-        assert ex.static_problems([source]) == [], source
-    refused = {
-        "import torch._dynamo\n": "imports torch._dynamo",
-        "torch._dynamo.utils.counters.clear()\n": "private attribute ._dynamo",
-        "torch.compile = lambda f, **k: f\n": "uses .compile",
-        "torch.compiler.disable(f)\n": "uses .compiler",
-        "from torch import compiler\n": "imports torch.compiler",
-        "print(x)\n": "uses print",
-        "n = x.sum().item()\n": "uses .item",
-        "g = getattr(torch, 'comp' + 'ile')\n": "uses getattr",
-        "m = __import__('sys')\n": "uses __import__",
-        "import importlib\n": "imports importlib",
-        "def f():\n    global calls\n": "uses global state",
-        "torch.nn.modules.module.sys\n": "uses .modules",
-        "def f(:\n": "does not parse",
-    }
-    for source, problem in refused.items():
-        found = ex.static_problems([source])
-        assert any(problem in p for p in found), (source, found)
+def test_the_checker_refuses_reports_whose_counts_disagree_with_the_sizes_or_the_counters(solution, given):
+    calls = [ex.make_case(("unit", B), B, 12)["step"] for B in (8, 16, 5)]
+    honest = probe.compiled(solution, "step", calls)
+    shapes = probe.shapes_of(calls)
+    assert probe.graph_problems(honest, shapes, max_graphs=2) == []
+    one = copy.deepcopy(honest)
+    one["graphs"] = one["graphs"][:1]            # "compiled once": but that graph's batch size is fixed at 8
+    one["counters"]["unique_graphs"] = 1
+    assert any("no graph compiled by then admits" in p for p in probe.graph_problems(one, shapes, max_graphs=1))
+    counted = copy.deepcopy(honest)
+    counted["counters"]["unique_graphs"] = 5
+    assert any("counters say" in p for p in probe.graph_problems(counted, shapes, max_graphs=2))
+    late = copy.deepcopy(honest)
+    late["graphs"][0]["call"] = 1
+    assert any("compiled at calls" in p for p in probe.graph_problems(late, shapes, max_graphs=2))
+    empty = copy.deepcopy(honest)
+    empty["graphs"][0]["nodes"] = [n for n in empty["graphs"][0]["nodes"] if "matmul" not in n["target"]]
+    need = {k: ex.given_families(given, "forward")[k] + ex.given_families(given, "masked_loss")[k]
+            for k in probe.families([])}
+    assert probe.work_problems(empty["graphs"][0], need), empty["graphs"][0]["nodes"]
+
+
+def test_the_meta_device_shows_a_tensor_created_without_device_and_nothing_else(solution, given, setup):
+    args = ex.make_case("unit", 3, 4)["masked_loss"]
+    want = probe.eager(given, "masked_loss", args)
+    assert probe.device_problem(probe.on_meta(solution, "masked_loss", args), want.shape, want.dtype) is None
+    cpu = _module("import torch\n\ndef masked_loss(pred, target, lengths):\n"
+                  "    valid = torch.arange(pred.shape[1])[None] < lengths[:, None]\n"
+                  "    return torch.where(valid, (pred - target).square().mean(-1), 0.0).sum(1).mean()\n")
+    assert "device" in probe.device_problem(probe.on_meta(cpu, "masked_loss", args), want.shape, want.dtype)
+    legacy = types.SimpleNamespace(masked_loss=setup.legacy_masked_loss)   # reads values: not a device problem
+    assert probe.device_problem(probe.on_meta(legacy, "masked_loss", args), want.shape, want.dtype) is None

@@ -1,42 +1,37 @@
-"""The checker's side of the ``compile_clean`` exercise: inputs, the static reading and the verdicts.
+"""The checker's side of the ``compile_clean`` exercise: inputs, expected values and the verdicts.
 
-The student rewrites the given (legacy) ``forward`` and ``masked_loss`` so that
-``torch.compile`` captures them in one graph and does not recompile for every
-batch size.  The expected values are the legacy code's, run here in eager
-mode (the legacy code is the specification: the rewrite must compute the same
-thing).  The student's functions run in a host: called directly for the eager
-results (on tensors in this process's memory, so that an input changed in
-place is seen here), and through the public probe
-:mod:`dlperf.grading.probes.compile_clean` for everything Dynamo does.
+The student rewrites the given (legacy) ``forward`` and ``masked_loss`` so that ``torch.compile`` captures
+them in one graph and does not recompile for every batch size.  The expected values are the legacy code's,
+run here in eager mode (the legacy code is the specification: the rewrite must compute the same thing).
 
-**What the student's process could fake, and the cross-checks.**  The graph
-and compilation counts are taken in the student's process, where its code
-could patch ``torch._dynamo`` (its counters, ``mark_dynamic``, ``torch.compile``
-itself) or the probe.  Three things stand against that:
+**What runs where.**  The cells are never run as they are: :func:`dlperf.grading.probes.compile_clean.definitions`
+keeps only their imports, function definitions and literal constants (every other line blank), and that is
+what a host loads (:func:`student`).
 
-1. :func:`static_problems` reads the solution cells' source here (it is never
-   run here): only ``torch``, ``torch.nn``, ``torch.nn.functional`` and ``math``
-   may be imported; no private name (``torch._dynamo``, ``__import__``, ...),
-   no ``torch.compile``/``jit``/``fx``, nothing of ``torch.compiler`` but
-   ``is_compiling()`` (a compiled-only path is caught by the eager results), no ``.item()``,
-   ``.tolist()``, ``.numpy()``, no ``print``, ``getattr``, ``exec`` and their
-   kind.  A cell that breaks a rule scores 0 in the cells that count graphs.
-2. Two independent counts must agree: the graphs the probe's own backend
-   received and Dynamo's ``unique_graphs`` counter (and no graph break in
-   Dynamo's counter).  A graph must also hold the work: at least the
-   operations of the legacy code's tensor work, and no call of a user
-   function (``allow_in_graph`` hides a break that way).
-3. The values: every compiled call must return the legacy code's result, so
-   running the function eagerly behind a fake report does not pass.
+* Part 1 (eager values) calls the functions directly in a host, on tensors in this process's memory
+  (:meth:`Student.share`: an input changed in place is seen here, not reported), and once on the ``meta``
+  device (a tensor created without ``device=`` shows there).
+* Parts 2-4 first read the cells here (:func:`check_reading`: the loading's findings and the allow-list
+  :data:`~dlperf.grading.probes.compile_clean.RULES`; a refused cell is never loaded for these parts), then
+  load the definitions into a fresh host where no statement of the cells runs: the first code of the
+  student's that executes there is traced by Dynamo under ``fullgraph=True``, started by the probe, and
+  never runs as Python (a graph break or the recompilation limit is an error, not a fallback).  The host
+  sends back each captured graph as plain data (targets as strings, input sizes with their symbols, which
+  nodes read tensor data) and the outputs; everything is decided here: the graph rules
+  (:func:`~dlperf.grading.probes.compile_clean.graph_problems`: one graph per compilation, Dynamo's counters
+  agreeing with the graphs received, no host read, no opaque user function, symbolic sizes where marked, every
+  call admitted by a graph compiled by then -- the count checked against the sizes of the calls this side
+  made), the work (:func:`work_problems`: the graph's matrix products and reductions against this process's
+  own compile of the given code) and every result against the given code's value computed here.
 
-A submission could still forge consistent reports by reaching Dynamo through
-a path the static reading does not know; that needs deliberate obfuscation
-that the reading of the source makes visible to a human grader.
+**What remains.**  The host runs the probe and Dynamo: a student's function is only traced there, so its code
+cannot reach the counters unless Dynamo executes it natively, which ``fullgraph=True`` and the configuration
+rule out for the constructs the reading allows.  The eager part runs the functions natively (its values and
+the shared memory are what count).
 """
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import io
 import types
@@ -45,32 +40,28 @@ from typing import Any
 
 import torch
 
-from autograder.trusted import CheckFailed, Student, expect_same, seed
+from autograder.trusted import CheckFailed, Student, expect_same, seed, solution_parts
 from dlperf.grading.probes import compile_clean as probe
 
 __all__ = [
-    "ALLOWED_IMPORTS",
-    "MIN_OPERATIONS",
+    "STEP_MARKS",
     "check_compiled",
+    "check_device",
     "check_eager",
-    "check_static",
+    "check_reading",
+    "check_shapes",
     "expected",
+    "given_families",
     "legacy",
     "make_case",
-    "static_problems",
+    "parts",
+    "student",
 ]
 
-ALLOWED_IMPORTS = ("torch", "torch.nn", "torch.nn.functional", "math")
-FORBIDDEN_NAMES = {"print", "getattr", "setattr", "delattr", "hasattr", "eval", "exec", "compile", "globals", "locals",
-                   "vars", "open", "input", "breakpoint", "importlib", "sys", "builtins", "os", "dir", "type",
-                   "object", "super", "memoryview"}
-FORBIDDEN_ATTRIBUTES = {"item", "tolist", "numpy", "compile", "compiler", "jit", "fx", "export", "modules", "sys",
-                        "builtins", "os", "importlib", "library", "utils", "ops", "overrides", "func_globals",
-                        "f_globals", "f_back", "gi_frame", "cr_frame", "data_ptr", "untyped_storage", "storage"}
-# The tensor work of the legacy code: matmul, add, relu, norm, clamp_min, div, mul, matmul, add in forward;
-# sub, square, mean and the sums in masked_loss. A graph with fewer operations did not capture the function.
-MIN_OPERATIONS = {"forward": 8, "masked_loss": 4, "step": 12}
 TOL = {torch.float32: (1e-5, 1e-6), torch.float64: (1e-10, 1e-12)}
+# The dimensions marked dynamic in part 4, per argument position: batch and time of x and target, batch of lengths.
+MARKS = {"step": [[0, 1], [], [], [], [], [], [0, 1], [0]], "forward": [[0, 1]], "masked_loss": [[0, 1], [0, 1], [0]]}
+STEP_MARKS = MARKS["step"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -84,7 +75,7 @@ def make_case(case: Any, B: int, T: int, D: int = 6, H: int = 16, K: int = 3, *,
 
     ``x``: (B, T, D), ``target``: (B, T, K), ``lengths``: (B,) int64 in [1, T]
     with T itself among them when B > 1. ``padding``: a value written into
-    ``x``, ``pred`` and ``target`` at every time step past a sequence's length
+    ``pred`` and ``target`` at every time step past a sequence's length
     (inf, NaN: the loss must ignore those steps). ``dead``: the first layer's
     bias so negative that every hidden activation is 0 (zero norms).
     """
@@ -118,7 +109,8 @@ def legacy(forward: Callable[..., Any], masked_loss: Callable[..., Any]) -> type
             with contextlib.redirect_stdout(io.StringIO()):
                 return fn(*args)
         return run
-    return types.SimpleNamespace(forward=quiet(forward), masked_loss=quiet(masked_loss))
+    return types.SimpleNamespace(forward=quiet(forward), masked_loss=quiet(masked_loss),
+                                 originals=types.SimpleNamespace(forward=forward, masked_loss=masked_loss))
 
 
 def expected(reference: Any, name: str, args: Sequence[Any]) -> torch.Tensor:
@@ -137,6 +129,35 @@ def describe(name: str, args: Sequence[Any]) -> str:
     return f"{name}({shapes}) in {dtype}"
 
 
+# ---------------------------------------------------------------------------------------------
+# The cells: read here, loaded there
+# ---------------------------------------------------------------------------------------------
+
+
+def parts(*objects: Any) -> list[tuple[str, str]]:
+    """The cells that define ``objects`` (their whole source, as submitted)."""
+    return solution_parts(*objects)
+
+
+def student(*objects: Any, cells: Sequence[tuple[str, str]] | None = None, **options: Any) -> Student:
+    """A host with the cells' definitions only (:func:`probe.definitions`): no other statement of theirs runs."""
+    return Student(parts=probe.definitions(cells if cells is not None else parts(*objects)), **options)
+
+
+def check_reading(cells: Sequence[tuple[str, str]]) -> None:
+    """Fail unless the cells keep the rules (read here, never run here; the self-check reads them the same way)."""
+    found = probe.refusals(cells)
+    if found:
+        shown = "\n  - ".join(found[:6]) + (f"\n  ... and {len(found) - 6} more" if len(found) > 6 else "")
+        raise CheckFailed("the grader compiles only cells that keep the rules of the specification (it runs "
+                          f"nothing else of them), and refuses in yours:\n  - {shown}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Part 1: eager
+# ---------------------------------------------------------------------------------------------
+
+
 def check_eager(student: Student, reference: Any, name: str, args: Sequence[Any], where: str) -> None:
     """``name(*args)`` called directly (no compiler) equals the legacy code's value; no input changed.
 
@@ -151,68 +172,45 @@ def check_eager(student: Student, reference: Any, name: str, args: Sequence[Any]
             raise CheckFailed(f"{where}: {describe(name, args)} changed its argument {i + 1} in place")
 
 
-# ---------------------------------------------------------------------------------------------
-# The static reading of the solution cells
-# ---------------------------------------------------------------------------------------------
+def check_device(student: Student, reference: Any, name: str, args: Sequence[Any]) -> None:
+    """``name`` on inputs on the ``meta`` device returns a tensor there, of the given code's shape and dtype."""
+    want = expected(reference, name, args)
+    problem = probe.device_problem(student.probe("compile_clean:on_meta", name, list(args)), want.shape, want.dtype)
+    if problem:
+        raise CheckFailed(f"{describe(name, args)} {problem}")
 
 
-def static_problems(sources: Sequence[str]) -> list[str]:
-    """What the solution cells do that the specification rules out (each as ``line N: ...``)."""
-    problems: list[str] = []
-    for source in sources:
+# ---------------------------------------------------------------------------------------------
+# Parts 2-4: compiled runs, decided here on what the host sends back
+# ---------------------------------------------------------------------------------------------
+
+_given_families: dict[str, dict[str, int]] = {}
+
+
+def given_families(reference: Any, name: str) -> dict[str, int]:
+    """The families of work in this process's own compile of the given code (graph breaks allowed)."""
+    if name not in _given_families:
+        originals = getattr(reference, "originals", reference)
+        args = make_case(("given", name), 4, 5)[name]
+        graphs: list[dict[str, Any]] = []
+        fn = probe.function(originals, name)
+        probe._reset()
         try:
-            tree = ast.parse(source)
-        except SyntaxError as exc:
-            problems.append(f"line {exc.lineno}: the cell does not parse ({exc.msg})")
-            continue
-        # torch.compiler.is_compiling() is allowed (it hides nothing: the eager results are graded too)
-        allowed = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "is_compiling"
-                   and isinstance(n.value, ast.Attribute) and n.value.attr == "compiler"}
-        for node in ast.walk(tree):
-            line = getattr(node, "lineno", "?")
-            if id(node) in allowed:
-                continue
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    if alias.name not in ALLOWED_IMPORTS:
-                        problems.append(f"line {line}: imports {alias.name} (allowed: {', '.join(ALLOWED_IMPORTS)})")
-            elif isinstance(node, ast.ImportFrom):
-                module = node.module or ""
-                for alias in node.names:
-                    full = f"{module}.{alias.name}"
-                    if module not in ALLOWED_IMPORTS or (full not in ALLOWED_IMPORTS and
-                                                         (alias.name in FORBIDDEN_ATTRIBUTES or
-                                                          alias.name.startswith("_") or alias.name == "*")):
-                        problems.append(f"line {line}: imports {full} (allowed: {', '.join(ALLOWED_IMPORTS)})")
-            elif isinstance(node, ast.Attribute):
-                if node.attr.startswith("_"):
-                    problems.append(f"line {line}: uses the private attribute .{node.attr}")
-                elif node.attr in FORBIDDEN_ATTRIBUTES:
-                    problems.append(f"line {line}: uses .{node.attr}")
-            elif isinstance(node, ast.Name):
-                if node.id.startswith("__") or node.id in FORBIDDEN_NAMES:
-                    problems.append(f"line {line}: uses {node.id}")
-            elif isinstance(node, (ast.Global, ast.Nonlocal)):
-                problems.append(f"line {line}: uses {type(node).__name__.lower()} state")
-    return list(dict.fromkeys(problems))
+            # item captured as a node: a break inside the given loop would make Dynamo skip the whole frame
+            with probe._quiet(), torch._dynamo.config.patch(capture_scalar_outputs=True):
+                torch.compile(fn, backend=probe.record(graphs))(*args)
+        finally:
+            probe._reset()
+        total = probe.families([])
+        for g in graphs:
+            for family, count in probe.families(g["nodes"]).items():
+                total[family] = total.get(family, 0) + count
+        _given_families[name] = total
+    return _given_families[name]
 
 
-def check_static(student: Student) -> None:
-    """Fail unless the solution cells keep the specification's rules (read here, never run here)."""
-    problems = static_problems([source for _, source in student.parts])
-    if problems:
-        shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
-        raise CheckFailed("your solution cells break the rules of the specification (the graph counts are taken in "
-                          f"your process, so the grader reads your code first): {shown}")
-
-
-# ---------------------------------------------------------------------------------------------
-# Compiled runs
-# ---------------------------------------------------------------------------------------------
-
-
-def _breaks(student: Student, name: str, args: Sequence[Any]) -> str:
-    """Where Dynamo breaks the graph of ``name`` on ``args``, from torch._dynamo.explain in the student's process."""
+def _explained(student: Student, name: str, args: Sequence[Any]) -> str:
+    """Where Dynamo breaks the graph (torch._dynamo.explain in the host, after the verdict: a hint only)."""
     try:
         report = student.probe("compile_clean:explain", name, list(args))
     except CheckFailed:
@@ -223,57 +221,48 @@ def _breaks(student: Student, name: str, args: Sequence[Any]) -> str:
 
 
 def check_compiled(student: Student, reference: Any, name: str, calls: Sequence[Sequence[Any]], where: str, *,
-                   max_graphs: int, dynamic: bool | None = None,
-                   mark_dynamic: Sequence[Sequence[int]] | None = None, symbolic: bool = False) -> dict[str, Any]:
-    """Compile ``name`` in the student's process, call it on ``calls``; fail unless it behaved.
-
-    Every call ran (no graph break under ``fullgraph=True``, no refused
-    dynamic dimension), returned the legacy code's value, the backend got at
-    most ``max_graphs`` graphs and Dynamo's counters say the same, each graph
-    holds the function's work and no user function, and (``symbolic``) the
-    graphs have symbolic sizes.
-    """
+                   max_graphs: int, dynamic: bool | None = None, mark_dynamic: Sequence[Sequence[int]] | None = None,
+                   host_reads: bool = True) -> dict[str, Any]:
+    """Compile ``name`` in the host, call it on ``calls``; fail unless the graphs and results keep the rules."""
     report = student.probe("compile_clean:compiled", name, [list(c) for c in calls], dynamic=dynamic,
                            mark_dynamic=[list(d) for d in mark_dynamic] if mark_dynamic else None)
-    if not isinstance(report, dict) or not {"outputs", "error", "graphs", "counters"} <= set(report):
-        raise CheckFailed(f"{where}: the probe's report is incomplete (your code interfered with it)")
-    graphs, counters, error = report["graphs"], report["counters"], report["error"]
-    if not isinstance(graphs, list) or not isinstance(counters, dict) or not all(isinstance(g, dict) for g in graphs):
-        raise CheckFailed(f"{where}: the probe's report is malformed (your code interfered with it)")
-    if error is not None:
+    problems = probe.graph_problems(report, probe.shapes_of(calls), max_graphs=max_graphs, marked=mark_dynamic,
+                                    host_reads=host_reads)
+    if isinstance(report, dict) and report.get("error") is not None:
         failed = report.get("failed_call")
-        shape_note = ""
-        if isinstance(failed, int) and 0 <= failed < len(calls):
-            shape_note = f" at call {failed + 1} ({describe(name, calls[failed])})"
-        hint = _breaks(student, name, calls[failed if isinstance(failed, int) and 0 <= failed < len(calls) else 0]) \
-            if "Constraint" not in str(error) else (" (a dimension marked dynamic was specialised to a constant: "
-                                                    "your code used its size as a Python number)")
-        raise CheckFailed(f"{where}: torch.compile(fullgraph=True) failed{shape_note}: {error}.{hint}")
+        index = failed if isinstance(failed, int) and 0 <= failed < len(calls) else 0
+        hint = (" (a dimension marked dynamic was specialised to a constant: your code used its size as a Python "
+                "number)") if "Constraint" in str(report["error"]) else _explained(student, name, calls[index])
+        raise CheckFailed(f"{where}: at call {index + 1} ({describe(name, calls[index])}) {problems[0]}.{hint}")
+    if problems:
+        raise CheckFailed(f"{where}: " + "; ".join(problems))
     outputs = report["outputs"]
     if not isinstance(outputs, list) or len(outputs) != len(calls):
-        raise CheckFailed(f"{where}: the probe returned {len(outputs) if isinstance(outputs, list) else 'no'} "
-                          f"results for {len(calls)} calls (your code interfered with it)")
+        raise CheckFailed(f"{where}: {len(outputs) if isinstance(outputs, list) else 'no'} results for {len(calls)} "
+                          "calls")
     for i, (args, got) in enumerate(zip(calls, outputs)):
         same_values(got, expected(reference, name, args), f"{where}, compiled, call {i + 1}: {describe(name, args)}")
-    n = len(graphs)
-    if counters.get("unique_graphs") != n or counters.get("graph_breaks") != 0:
-        raise CheckFailed(f"{where}: the compiler's backend received {n} graph(s) but Dynamo's counters say "
-                          f"{counters.get('unique_graphs')} graph(s) and {counters.get('graph_breaks')} break(s): "
-                          "the two counts must agree (does your code change torch._dynamo?)")
-    if n == 0:
-        raise CheckFailed(f"{where}: nothing was compiled (the function ran without a graph)")
-    if n > max_graphs:
-        raise CheckFailed(f"{where}: {n} compilations for {len(calls)} calls, at most {max_graphs} allowed: each new "
-                          "shape was traced again (a Python number taken from a size, a loop over a dimension)")
-    for g in graphs:
-        foreign = g.get("foreign")
-        if foreign:
-            raise CheckFailed(f"{where}: the graph calls your own function(s) {foreign} as single nodes "
-                              "(allow_in_graph hides what it does from the compiler)")
-        ops = g.get("operations")
-        if not isinstance(ops, int) or ops < MIN_OPERATIONS[name]:
-            raise CheckFailed(f"{where}: a graph holds {ops} operations, fewer than the function's tensor work "
-                              f"(at least {MIN_OPERATIONS[name]})")
-        if symbolic and g.get("symbolic") is not True:
-            raise CheckFailed(f"{where}: a graph was compiled for fixed sizes although the sizes were marked dynamic")
+    need = given_families(reference, name) if name != "step" else {
+        k: given_families(reference, "forward").get(k, 0) + given_families(reference, "masked_loss").get(k, 0)
+        for k in probe.families([])}
+    for g in report["graphs"]:
+        lacking = probe.work_problems(g, need)
+        if lacking:
+            raise CheckFailed(f"{where}: " + "; ".join(lacking))
     return report
+
+
+def check_shapes(cells: Sequence[tuple[str, str]], reference: Any, shapes: Sequence[tuple[int, int]], key: str,
+                 where: str, *, max_graphs: int, marked: bool) -> None:
+    """The step over ``shapes`` (default policy, or batch and time marked dynamic): at most ``max_graphs``.
+
+    The step needs both functions to compile with ``fullgraph=True`` (the exercise states it: a part that
+    counts compilations cannot count those of a function that does not compile; judging the other function
+    alone would give a break in a function that also recompiles more points than the recompilation alone).
+    Host reads are part 2's rule, not counted here.
+    """
+    check_reading(cells)
+    calls = [make_case((key, i), B, T)["step"] for i, (B, T) in enumerate(shapes)]
+    with student(cells=cells) as host:
+        check_compiled(host, reference, "step", calls, where, max_graphs=max_graphs,
+                       mark_dynamic=MARKS["step"] if marked else None, host_reads=False)
