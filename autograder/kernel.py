@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ import nbformat
 from . import notebook as nbtools
 from .sandbox import Sandbox
 
-__all__ = ["WarmKernel", "run_notebook"]
+__all__ = ["KernelChoice", "KernelUnavailable", "WarmKernel", "choose_kernel", "run_notebook"]
 
 
 class WarmKernel:
@@ -64,8 +65,70 @@ class WarmKernel:
         self.log.close()
 
 
+class KernelUnavailable(Exception):
+    """The kernel a notebook names cannot run here: not installed, or not runnable in the sandbox."""
+
+
+@dataclass(frozen=True)
+class KernelChoice:
+    """The kernel a notebook runs in: its kernelspec's name, the variables it adds, whether it is this
+    Python's own ipykernel (which a warm kernel can stand in for)."""
+
+    name: str
+    env: dict[str, str]
+    native: bool
+
+
+def choose_kernel(nb: nbformat.NotebookNode, sandbox: Sandbox) -> KernelChoice:
+    """The kernel ``nb`` names (the instructor's kernelspec, which grading puts on the submission as
+    nbgrader's ``OverwriteKernelspec`` does; ``python3`` where it names none), found as nbgrader finds
+    it (jupyter_client's search path: ``JUPYTER_PATH``, the user's and the environment's data folders).
+
+    The folders the kernelspec needs (its own folder, the paths in its ``env``) are shown to the
+    sandbox read-only; :class:`KernelUnavailable` says why a kernel cannot be used: not installed
+    ("no kernel named ir"), a program the sandbox does not show, or a path on it that holds what the
+    sandbox hides from student code (the course root, the gradebook)."""
+    import os
+    import shutil
+
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    from .sandbox import _normal, _under
+
+    name = str((nb.metadata.get("kernelspec") or {}).get("name") or "python3")
+    try:
+        spec = KernelSpecManager().get_kernel_spec(name)
+    except NoSuchKernel:
+        raise KernelUnavailable(f"no kernel named {name} (nbgrader: 'No such kernel named {name}'): its kernelspec "
+                                "is not installed where the grader looks (JUPYTER_PATH, the Jupyter data folders)"
+                                ) from None
+    program = spec.argv[0] if spec.argv else ""
+    if program in {"python", f"python{sys.version_info[0]}", f"python{sys.version_info[0]}.{sys.version_info[1]}"}:
+        program = sys.executable                    # as jupyter_client runs it
+    program = shutil.which(program) or program
+    env = {str(k): str(v) for k, v in (spec.env or {}).items()}
+    wanted = [Path(spec.resource_dir)]
+    for value in env.values():
+        wanted += [Path(part) for part in value.split(os.pathsep) if os.path.isabs(part) and os.path.exists(part)]
+    for path in _normal(wanted):
+        inside = [h for h in sandbox.hide if h == path or h.is_relative_to(path)]
+        if inside:
+            raise KernelUnavailable(f"the kernel {name} needs {path}, which holds {inside[0]}: the sandbox hides "
+                                    "that from student code")
+    sandbox.expose = _normal([*sandbox.expose, *wanted])
+    if sandbox.enabled and not os.path.isabs(program):
+        raise KernelUnavailable(f"the kernel {name} runs {spec.argv[0]!r}, which is not found on the grader's PATH")
+    if sandbox.enabled and not _under(Path(os.path.realpath(program)), sandbox.visible()) \
+            and not _under(Path(program), sandbox.visible()):
+        raise KernelUnavailable(f"the kernel {name} runs {program}, which the sandbox does not show (it shows the "
+                                "system's folders, the grader's Python and the kernelspec's own paths)")
+    native = not env and os.path.realpath(program) == os.path.realpath(sys.executable) \
+        and "ipykernel_launcher" in spec.argv
+    return KernelChoice(name, env, native)
+
+
 def _kernel_manager(sandbox: Sandbox, workdir: Path, env: Mapping[str, str], name: str,
-                    warm: WarmKernel | None = None) -> Any:
+                    warm: WarmKernel | None = None, kernel: KernelChoice | None = None) -> Any:
     from jupyter_client import AsyncKernelManager
 
     class SandboxedKernelManager(AsyncKernelManager):
@@ -89,12 +152,12 @@ def _kernel_manager(sandbox: Sandbox, workdir: Path, env: Mapping[str, str], nam
             # jupyter_client has just written the connection file (mode 0600): command() hands the
             # workdir, the file included, over to the sandbox's user.
             self.inner = super().format_kernel_cmd(extra_arguments)
-            return sandbox.command(self.inner, env)
+            return sandbox.command(self.inner, kernel_env)
 
         async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
             module = self.inner.index("ipykernel_launcher") if "ipykernel_launcher" in self.inner else -1
             cwd = Path(kw.get("cwd") or ".")
-            if warm is None or module < 0 or not warm.usable(env, cwd):
+            if warm is None or module < 0 or not choice.native or not warm.usable(kernel_env, cwd):
                 return await super()._async_launch_kernel(kernel_cmd, **kw)
             provisioner = self.provisioner
             assert provisioner is not None
@@ -105,9 +168,12 @@ def _kernel_manager(sandbox: Sandbox, workdir: Path, env: Mapping[str, str], nam
             provisioner.cwd = str(cwd)
             self._reconcile_connection_info(provisioner.connection_info)
 
+    # The kernelspec's variables over the sandbox's (nbgrader's kernel gets them over its own environment).
+    choice = kernel or KernelChoice("python3", {}, True)
+    kernel_env = {**env, **choice.env}
     ipc = workdir / f"ipc-{name}"
     ipc.mkdir(exist_ok=True)
-    return SandboxedKernelManager(kernel_name="python3", transport="ipc", ip=str(ipc / "k"),
+    return SandboxedKernelManager(kernel_name=choice.name, transport="ipc", ip=str(ipc / "k"),
                                   connection_file=str(workdir / f"kernel-{name}.json"))
 
 
@@ -195,7 +261,13 @@ def run_notebook(nb: nbformat.NotebookNode, sandbox: Sandbox, workdir: Path, cwd
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
     where = "" if name == "notebook" else f" of {name}.ipynb"
-    client = _client_class()(nb, km=_kernel_manager(sandbox, workdir, env, name, warm), timeout=int(cell_timeout),
+    try:
+        kernel = choose_kernel(nb, sandbox)
+    except KernelUnavailable as exc:
+        # Never a 0 "graded": the grader cannot run this notebook as nbgrader would (re-run once it can).
+        return None, "infrastructure failure", f"{name}.ipynb: {exc}" if where else str(exc)
+    client = _client_class()(nb, km=_kernel_manager(sandbox, workdir, env, name, warm, kernel),
+                             timeout=int(cell_timeout),
                              allow_errors=True, startup_timeout=120, shutdown_kernel="immediate",
                              interrupt_on_timeout=interrupt, resources={"metadata": {"path": str(cwd)}})
     client.output_limit = output_bytes
