@@ -264,6 +264,13 @@ def _release_spares() -> None:
     release_spares()
 
 
+def _close_pools(client: Any) -> None:
+    """Close every worker's warm slots and check runs (before the cluster closes, also when a run stops
+    early: an assignment refused after the workers warmed up, an interrupt)."""
+    with contextlib.suppress(Exception):
+        client.run(_release_spares)
+
+
 # ---------------------------------------------------------------------------------------------
 # The coordinator
 # ---------------------------------------------------------------------------------------------
@@ -406,6 +413,7 @@ def grade_term(assignments: Sequence[str], *, course_root: Path, db_url: str, st
         client = what = None
         if left:
             client, what = stack.enter_context(connect(choice))
+            stack.callback(_close_pools, client)
             first = kinds[left[0]]
             if first is not None:
                 with contextlib.suppress(Exception):      # a warm-up only: the jobs start what is missing
@@ -441,6 +449,7 @@ def grade_term(assignments: Sequence[str], *, course_root: Path, db_url: str, st
             return finish(time.monotonic() - start, 0, "")
         if client is None:      # (the files changed while the assignments were read)
             client, what = stack.enter_context(connect(choice))
+            stack.callback(_close_pools, client)
         # One check run per worker for the whole run: it imports what any of the assignments' setup
         # cells import (public: the notebooks' own imports), and each job still runs in a fork of it.
         preloads = {name: kernel_preload(specs[name]) for name in names}
@@ -511,8 +520,6 @@ def grade_term(assignments: Sequence[str], *, course_root: Path, db_url: str, st
             say(f"  [{finished:>{len(str(len(todo)))}}/{len(todo)}] {who(job)}: {score} {result.outcome}"
                 f"{' (' + result.reason[:100] + ')' if result.reason else ''} in {result.seconds['total']:.1f} s"
                 f" on {result.worker or '?'}; {elapsed:.0f} s elapsed, ~{eta:.0f} s left")
-        with contextlib.suppress(Exception):
-            client.run(_release_spares)
         return finish(time.monotonic() - start, workers, what, check_runs)
 
 
