@@ -74,6 +74,49 @@ def collective():
     dist.all_reduce(torch.ones(2))
 
 
+def last_handle_only():
+    """Waits only for the second of two all-reduces: the first result is never asked for, so never delivered."""
+    a, b = torch.ones(2) * (dist.get_rank() + 1), torch.ones(3) * (dist.get_rank() + 1)
+    first = dist.all_reduce(a, async_op=True)
+    second = dist.all_reduce(b, async_op=True)
+    second.wait()
+    dist.barrier()
+    return a.tolist(), b.tolist(), first.is_completed(), a.tolist()
+
+
+def busy_poll():
+    """A blocking launch written as a loop on is_completed(): the relay sees the rank ask (a poll)."""
+    from dlperf.grading.relay import mark
+
+    t = torch.ones(2)
+    work = dist.all_reduce(t, async_op=True)
+    polls = 0
+    while not work.is_completed():
+        polls += 1
+    mark("after", flush=True)
+    work.wait()
+    return t.tolist(), polls
+
+
+def keyed(key):
+    from dlperf.grading.relay import mark
+
+    mark("plain")
+    mark("signed", key=key)
+    dist.group.WORLD._mark("forged")
+    mark("end", flush=True, key=key)
+
+
+def handles_alive():
+    import gc
+
+    for _ in range(5):
+        dist.all_reduce(torch.ones(2), async_op=True)       # dropped, never waited for
+    dist.barrier()
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if isinstance(o, dist.Work))
+
+
 def timeline(blocking):
     from dlperf.grading.relay import mark
 
@@ -180,3 +223,41 @@ def test_the_timeline_orders_each_ranks_posts_waits_and_marks():
     for events in blocking:        # each blocking all_reduce is waited for before the next mark
         assert events == [("post", 0, "allreduce", 2), ("wait", 0), ("mark", "a"), ("post", 1, "allreduce", 3),
                           ("wait", 1), ("mark", "b"), ("mark", "end")]
+
+
+def test_a_result_reaches_a_rank_only_when_it_waits_for_that_handle():
+    """Waiting for the last handle only does not deliver the first result (as on a real backend, a result is
+    there only once its own handle was waited for): the tensor keeps what the rank put in, until it asks."""
+    with Ranks(parts=[("<ranks>", RANKS)], n=2, collectives=True, timeout=20) as ranks:
+        out = ranks.call("last_handle_only", [()] * 2)
+        log, events = ranks.collective_log, ranks.timeline
+    for r, (a, b, done, later) in enumerate(out):
+        assert a == [r + 1.0] * 2 and b == [3.0] * 3      # the first all-reduce's sum never arrived
+        assert done is True and later == [3.0] * 2        # polling asked for it: then it came
+    assert [c["op"] for c in log] == ["allreduce", "allreduce", "barrier"]
+    for timeline in events:
+        assert timeline == [("post", 0, "allreduce", 2), ("post", 1, "allreduce", 3), ("wait", 1),
+                            ("post", 2, "barrier", 0), ("wait", 2), ("poll", 0)]
+
+
+def test_polling_is_seen_once_and_completes_when_every_rank_has_posted():
+    with Ranks(parts=[("<ranks>", RANKS)], n=2, collectives=True, timeout=20) as ranks:
+        out = ranks.call("busy_poll", [()] * 2)
+        events = ranks.timeline
+    assert all(t == [2.0, 2.0] for t, _ in out)
+    for timeline in events:
+        assert timeline[0] == ("post", 0, "allreduce", 2) and timeline[1] == ("poll", 0)
+        assert timeline[2:] == [("mark", "after")]         # one poll recorded, however many were made
+
+
+def test_marks_keep_the_key_they_were_sent_with():
+    with Ranks(parts=[("<ranks>", RANKS)], n=2, collectives=True, timeout=20) as ranks:
+        ranks.call("keyed", [("a1",), ("b2",)])
+        events = ranks.timeline
+    assert events[0] == [("mark", "plain"), ("mark", "signed", "a1"), ("mark", "forged"), ("mark", "end", "a1")]
+    assert events[1] == [("mark", "plain"), ("mark", "signed", "b2"), ("mark", "forged"), ("mark", "end", "b2")]
+
+
+def test_a_dropped_handle_is_not_kept_alive_by_the_group():
+    with Ranks(parts=[("<ranks>", RANKS)], n=2, collectives=True, timeout=20) as ranks:
+        assert ranks.call("handles_alive", [()] * 2) == [0, 0]

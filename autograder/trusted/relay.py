@@ -34,15 +34,24 @@ all-gather, each rank's output of a reduce-scatter), the counters are, per rank:
 and :attr:`Relay.collectives` logs each completed collective in order (operation,
 root, dtype, numel, bytes contributed and delivered per rank).
 
+A collective's result reaches a rank only when that rank asks for it: the
+relay computes it once every rank has posted, and sends it to a rank when that
+rank waits for it (``Work.wait()``, or a blocking call, which waits) or polls it
+(``Work.is_completed()``).  A rank that waits only for its last handle never
+receives the others' results (their tensors keep what the rank put in), and a
+rank cannot block on a result without the relay seeing it ask.
+
 :attr:`Relay.timeline` keeps, per rank, what that rank did in the order the
 relay received it: ``("post", k, operation, numel)`` when it posted its k-th
-collective (``k`` from 0), ``("wait", k)`` when it started waiting for it (a
-``Work.wait()`` on a result that had not arrived), and ``("mark", label)`` for a
-mark (:func:`dlperf.grading.relay.mark`, sent by a grader's probe, e.g. from a
-gradient hook).  One rank's frames arrive in the order it sent them, so the
-timeline orders its events exactly, with no clock: it shows, for instance,
-that a bucket's all-reduce was posted before the backward pass computed the next
-gradient, and that the rank did not wait for it until the pass had ended.
+collective (``k`` from 0), ``("wait", k)`` when it waited for it, ``("poll", k)``
+the first time it polled it, and ``("mark", label)`` or ``("mark", label, key)``
+for a mark (:func:`dlperf.grading.relay.mark`, sent by a grader's probe, e.g. from
+a gradient hook; ``key`` is whatever the probe was given to sign its marks with:
+the relay records it, and the checker that chose it accepts only the marks that
+carry it).  One rank's frames arrive in the order it sent them, so the timeline
+orders its events exactly, with no clock: it shows, for instance, that a bucket's
+all-reduce was posted before the backward pass computed the next gradient, and
+that the rank did not wait for it until the pass had ended.
 
 It also sees who is waiting for what: when every rank that is still inside
 the graded call waits on an operation that nothing can complete, that is a
@@ -146,6 +155,8 @@ class Relay:
         self.collectives: list[dict[str, Any]] = []
         self.timeline: list[list[tuple[Any, ...]]] = [[] for _ in range(self.n)]
         self.coll_ids: dict[tuple[int, int], int] = {}   # (rank, op id) -> the collective's number k
+        self.results: dict[tuple[int, int], tuple[dict[str, Any], list[bytes]]] = {}   # computed, not yet asked for
+        self.polled: set[tuple[int, int]] = set()
         self.chans = [wire.Channel(s) for s in socks]
         self.on_stall = on_stall
         self.lock = threading.RLock()
@@ -180,6 +191,7 @@ class Relay:
             self.collectives = []
             self.timeline = [[] for _ in range(self.n)]
             self.coll_ids = {}
+            self.polled = set()
             self.coll_seq = [0] * self.n
             self.coll_open = {}
             self.open_colls = {}
@@ -266,17 +278,30 @@ class Relay:
             elif op == "coll":
                 self._post_collective(rank, header, buffers)
             elif op == "mark":
-                self.timeline[rank].append(("mark", str(header.get("label", ""))[:80]))
+                label = str(header.get("label", ""))[:80]
+                key = header.get("key")
+                self.timeline[rank].append(("mark", label) if key is None else ("mark", label, str(key)[:64]))
                 if "id" in header:     # a flush: the rank waits until the relay has taken the mark
                     self.outboxes[rank].put(({"op": "sent", "id": int(header["id"])}, []))
             elif op == "wait":
                 op_id = int(header["id"])
                 if (rank, op_id) in self.coll_ids:
                     self.timeline[rank].append(("wait", self.coll_ids[(rank, op_id)]))
-                if ((rank, op_id) in self.open_sends or (rank, op_id) in self.open_recvs
+                if (rank, op_id) in self.results:
+                    self.outboxes[rank].put(self.results.pop((rank, op_id)))
+                elif ((rank, op_id) in self.open_sends or (rank, op_id) in self.open_recvs
                         or (rank, op_id) in self.open_colls):
                     self.waiting[rank] = op_id
                     self._check_stall()
+            elif op == "poll":       # Work.is_completed(): the result if it is there, else "pending"
+                op_id = int(header["id"])
+                if (rank, op_id) in self.coll_ids and (rank, op_id) not in self.polled:
+                    self.polled.add((rank, op_id))
+                    self.timeline[rank].append(("poll", self.coll_ids[(rank, op_id)]))
+                if (rank, op_id) in self.results:
+                    self.outboxes[rank].put(self.results.pop((rank, op_id)))
+                else:
+                    self.outboxes[rank].put(({"op": "pending", "id": op_id}, []))
             else:
                 raise ValueError("operation")
 
@@ -387,10 +412,13 @@ class Relay:
         delivered = [sum(len(b) for b in bufs) for bufs in out]
         for r, post in enumerate(posts):
             self.open_colls.pop((r, post.op_id), None)
-            if self.waiting.get(r) == post.op_id:
-                del self.waiting[r]
             self.traffic[r].bytes_delivered += delivered[r]
-            self.outboxes[r].put(({"op": "deliver", "id": post.op_id, "src": root}, out[r]))
+            answer = ({"op": "deliver", "id": post.op_id, "src": root}, out[r])
+            if self.waiting.get(r) == post.op_id:     # the rank asked for it already
+                del self.waiting[r]
+                self.outboxes[r].put(answer)
+            else:                                     # kept until the rank waits for it or polls it
+                self.results[(r, post.op_id)] = answer
         self.collectives.append({"op": kind, "root": root, "dtype": dtype, "numel": numel,
                                  "contributed": [len(p.data) for p in posts], "delivered": delivered})
 

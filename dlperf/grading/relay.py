@@ -25,7 +25,11 @@ default group, so that ``dist.get_rank()``, ``dist.send``, ``dist.recv``,
   computes the result itself and counts per rank the calls per operation, the
   bytes contributed and the bytes delivered (their exact definitions:
   :mod:`autograder.trusted.relay`).  The relay refuses them too when the group
-  was opened without them, whatever this process does.
+  was opened without them, whatever this process does.  A collective's result
+  reaches this rank only when it waits for that handle (``Work.wait()``, which a
+  blocking call does) or polls it (``Work.is_completed()``, one question to the
+  relay): results are never filled in behind the rank's back, and a handle
+  dropped without a wait is not kept alive here.
 
 When a rank starts waiting it says so, which lets the relay recognise a
 deadlock (every rank waiting, nothing that can match) at once and say who
@@ -41,6 +45,7 @@ from __future__ import annotations
 import os
 import select
 import socket
+import weakref
 from typing import Any
 
 import torch
@@ -60,7 +65,7 @@ class _Work(dist.Work):
 
     def __init__(self, group: RelayGroup, op_id: int, kind: str, tensor: torch.Tensor | None = None):
         super().__init__()
-        self.group = group
+        self._group = group
         self.op_id = op_id
         self.kind = kind
         self.tensor = tensor
@@ -68,15 +73,19 @@ class _Work(dist.Work):
         self.error: str | None = None
         self.src = -1
         self.targets: list[torch.Tensor] | None = None   # a collective's outputs, filled from the relay's buffers
+        self.polled = False
 
     def wait(self, timeout: Any = None) -> bool:
-        self.group._wait(self)
+        self._group._wait(self)
         if self.error is not None:
             raise RuntimeError(self.error)
         return True
 
     def is_completed(self) -> bool:
-        self.group._pump(block=False)
+        if not self.done and self.kind == "coll":
+            self._group._poll(self)      # a collective's result comes only when asked for
+        else:
+            self._group._pump(block=False)
         return self.done
 
     def is_success(self) -> bool:
@@ -114,6 +123,9 @@ class RelayGroup(dist.ProcessGroup):
         self._chan = wire.Channel(sock)
         self._rank, self._world = rank, world
         self._pending: dict[int, _Work] = {}
+        # a collective's handle is held weakly: its result comes only when it is waited for or polled, so a
+        # handle the caller dropped can never receive one, and is not kept alive here
+        self._weak: weakref.WeakValueDictionary[int, _Work] = weakref.WeakValueDictionary()
         self._next = 1
 
     # -- identity -------------------------------------------------------------------------------
@@ -135,7 +147,7 @@ class RelayGroup(dist.ProcessGroup):
 
     def _new(self, kind: str, tensor: torch.Tensor | None) -> _Work:
         work = _Work(self, self._next, kind, tensor)
-        self._pending[self._next] = work
+        (self._weak if kind == "coll" else self._pending)[self._next] = work
         self._next += 1
         return work
 
@@ -162,16 +174,20 @@ class RelayGroup(dist.ProcessGroup):
                          "nbytes": tensor.numel() * tensor.element_size()})
         return work
 
-    def _mark(self, label: str, flush: bool = False) -> None:
+    def _mark(self, label: str, flush: bool = False, key: str | None = None) -> None:
         """Put ``label`` in this rank's timeline at the relay, after everything this rank sent before;
-        ``flush``: return only once the relay has taken it (and so everything before it).  Private, so
-        that a reading of solution cells that refuses private attributes refuses reaching it through
-        ``dist.group.WORLD``; probes call :func:`mark`."""
+        ``flush``: return only once the relay has taken it (and so everything before it); ``key``: recorded
+        with the mark (the checker gives its probe a key and accepts only the marks that carry it).
+        Private, so that a reading of solution cells that refuses private attributes refuses reaching it
+        through ``dist.group.WORLD``; probes call :func:`mark`."""
+        header: dict[str, Any] = {"op": "mark", "label": str(label)[:80]}
+        if key is not None:
+            header["key"] = str(key)[:64]
         if not flush:
-            self._chan.send({"op": "mark", "label": str(label)[:80]})
+            self._chan.send(header)
             return
         work = self._new("mark", None)
-        self._chan.send({"op": "mark", "label": str(label)[:80], "id": work.op_id})
+        self._chan.send({**header, "id": work.op_id})
         self._wait(work)
 
     # -- completions ----------------------------------------------------------------------------
@@ -183,9 +199,16 @@ class RelayGroup(dist.ProcessGroup):
                 if not ready:
                     return
             header, buffers, _ = self._chan.recv()
-            work = self._pending.pop(int(header.get("id", -1)), None)
+            op = header.get("op")
+            op_id = int(header.get("id", -1))
+            if op == "pending":          # a poll's answer: not computed yet (the work stays pending)
+                polled = self._weak.get(op_id)
+                if polled is not None:
+                    polled.polled = True
+                block = False
+                continue
+            work = self._pending.pop(op_id, None) or self._weak.pop(op_id, None)
             if work is not None:
-                op = header.get("op")
                 if op == "deliver" and work.targets is not None:
                     for target, raw in zip(work.targets, buffers):
                         self._fill(target, raw)
@@ -216,6 +239,14 @@ class RelayGroup(dist.ProcessGroup):
             return
         self._chan.send({"op": "wait", "id": work.op_id})
         while not work.done:
+            self._pump(block=True)
+
+    def _poll(self, work: _Work) -> None:
+        """Ask the relay for a collective's result without waiting for it: it answers with the result, if
+        every rank has posted the collective, or "pending"."""
+        work.polled = False
+        self._chan.send({"op": "poll", "id": work.op_id})
+        while not (work.done or work.polled):
             self._pump(block=True)
 
     # -- collectives: through the relay when allowed, else none ---------------------------------
@@ -351,11 +382,11 @@ def join(sock: socket.socket, rank: int, world: int, collectives: bool = False) 
 _creating: list[RelayGroup] = []
 
 
-def mark(label: str, flush: bool = False) -> bool:
-    """Mark this point in the rank's timeline at the relay (:meth:`RelayGroup._mark`); False, and nothing
-    sent, where this process is not a relayed rank."""
+def mark(label: str, flush: bool = False, key: str | None = None) -> bool:
+    """Mark this point in the rank's timeline at the relay (:meth:`RelayGroup._mark`), with ``key`` if
+    given; False, and nothing sent, where this process is not a relayed rank."""
     group = _creating[0] if _creating else None
     if group is None or not dist.is_initialized():
         return False
-    group._mark(label, flush)
+    group._mark(label, flush, key)
     return True

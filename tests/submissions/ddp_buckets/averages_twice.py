@@ -3,7 +3,7 @@
 # %% ddp_buckets-assign: solution
 # %% ddp_buckets-wrapper: solution, edited
 <<<<<<< solution
-            flat = torch.cat([self.params[j].grad.reshape(-1) for j in members])
+                          for j, g in zip(members, grads)])
 =======
-            flat = torch.cat([self.params[j].grad.reshape(-1) for j in members]) / dist.get_world_size()
+                          for j, g in zip(members, grads)]) / dist.get_world_size()
 >>>>>>> mistake

@@ -3,9 +3,9 @@
 # %% ddp_buckets-assign: solution
 # %% ddp_buckets-wrapper: solution, edited
 <<<<<<< solution
-            self.launched.append((members, flat, dist.all_reduce(flat, async_op=True)))
+        self.launched.append((members, flat, dist.all_reduce(flat, async_op=True)))
 =======
-            handle = dist.all_reduce(flat, async_op=True)
-            handle.wait()
-            self.launched.append((members, flat, handle))
+        handle = dist.all_reduce(flat, async_op=True)
+        handle.wait()
+        self.launched.append((members, flat, handle))
 >>>>>>> mistake

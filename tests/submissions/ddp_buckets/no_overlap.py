@@ -5,17 +5,7 @@
 <<<<<<< solution
         self.missing[self.bucket_of[i]] -= 1
         while self.next_bucket < len(self.buckets) and self.missing[self.next_bucket] == 0:
+            self.launch_next()
 =======
         self.missing[self.bucket_of[i]] -= 1
-
-    def launch_all(self):
-        while self.next_bucket < len(self.buckets):
->>>>>>> mistake
-<<<<<<< solution
-        n = dist.get_world_size()
-        for members, flat, handle in self.launched:
-=======
-        n = dist.get_world_size()
-        self.launch_all()
-        for members, flat, handle in self.launched:
 >>>>>>> mistake

@@ -5,11 +5,13 @@
 <<<<<<< solution
         self.missing[self.bucket_of[i]] -= 1
         while self.next_bucket < len(self.buckets) and self.missing[self.next_bucket] == 0:
-            members = self.buckets[self.next_bucket]
-            flat = torch.cat([self.params[j].grad.reshape(-1) for j in members])
-            self.launched.append((members, flat, dist.all_reduce(flat, async_op=True)))
-            self.next_bucket += 1
+            self.launch_next()
 =======
         flat = self.params[i].grad.reshape(-1).clone()
         self.launched.append(([i], flat, dist.all_reduce(flat, async_op=True)))
+>>>>>>> mistake
+<<<<<<< solution
+        while self.next_bucket < len(self.buckets):      # a parameter without a gradient held them back
+            self.launch_next()
+=======
 >>>>>>> mistake
