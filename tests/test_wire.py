@@ -129,10 +129,16 @@ def test_the_largest_frame_a_peer_may_send_stays_small_in_the_reader():
     sender = threading.Thread(target=lambda: a.sendall(struct.pack("<II", len(header), 0) + header))
     sender.start()
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(wire.WireError, match="lists and objects in one frame"):
+        wire.Channel(b).recv()                          # refused before it is parsed
+    sender.join()
+    fewer = b"[" + b",".join([inner] * 600) + b"]"    # 600,000 lists: parsed, then refused while decoded
+    sender = threading.Thread(target=lambda: a.sendall(struct.pack("<II", len(fewer), 0) + fewer))
+    sender.start()
     got, buffers, _ = wire.Channel(b).recv()
     sender.join()
     with pytest.raises(wire.WireError, match="values in one frame"):
-        wire.decode(got, wire.Decoded(buffers))
+        wire.decode([got] * 4, wire.Decoded(buffers))     # 2.4 million values in all
     del got
     grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert grown_mib < 600, f"one frame took {grown_mib:.0f} MiB"

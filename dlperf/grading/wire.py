@@ -375,8 +375,13 @@ class Channel:
             for fd in fds:
                 _close(fd)
             raise WireError(f"a frame too large ({length} bytes of header, {count} buffers)")
+        text = self._exact(length)
+        if text.count(b"[") + text.count(b"{") > MAX_VALUES // 2:   # before parsing: each becomes an object
+            for fd in fds:
+                _close(fd)
+            raise WireError(f"more than {MAX_VALUES // 2:,} lists and objects in one frame")
         try:
-            header = json.loads(self._exact(length))
+            header = json.loads(text)
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError, ValueError) as exc:
             for fd in fds:
                 _close(fd)
