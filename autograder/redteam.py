@@ -229,6 +229,56 @@ if __name__ == "student_solution":
     threading.Thread(target=_race, daemon=True).start()
 '''
 
+RESIZE_SHARED = '''
+if __name__ == "student_solution":
+    # Shrink every map of the checker's memory this process was given (mmap.resize truncates the shared
+    # file): unsealed, the checker's next read of it would die of SIGBUS and take the class's worker with it.
+    import gc, mmap, threading, time
+    def _shrink():
+        for _ in range(400):
+            for obj in gc.get_objects():
+                if isinstance(obj, mmap.mmap):
+                    try:
+                        obj.resize(1)
+                    except Exception:
+                        pass
+            time.sleep(0.01)
+    threading.Thread(target=_shrink, daemon=True).start()
+'''
+
+HUGE_ANSWER = '''
+if __name__ == "student_solution":
+    # Answer every request with the largest protocol-valid frame there is: a header of millions of tiny
+    # lists, which the checker's JSON parser turns into gigabytes of Python objects unless it is bounded.
+    import sys
+    from dlperf.grading import wire
+    _inner = "[" + ",".join(["[]"] * 1000) + "]"
+    _bomb = "[" + ",".join([_inner] * ((wire.MAX_HEADER - 64) // (len(_inner) + 1))) + "]"   # just fits
+    _send = wire.Channel.send
+    def _huge(self, header, buffers=(), fds=()):
+        if isinstance(header, dict) and header.get("op") in ("done", "raised"):
+            import json, struct
+            text = ('{"op": "done", "ok": ' + _bomb + '}').encode()
+            self.sock.sendall(struct.pack("<II", len(text), 0))
+            self.sock.sendall(text)
+            return
+        return _send(self, header, buffers, fds)
+    wire.Channel.send = _huge
+'''
+
+HOG_MEMORY = '''
+if __name__ == "student_solution":
+    # Fill the sandbox's memory from the process that runs the solution for the checks, hoping that the
+    # out-of-memory killer takes the checker (which would lose every later cell of the submission).
+    _hog = []
+    try:
+        while True:
+            _hog.append(bytearray(64 * 2**20))
+            _hog[-1][::4096] = b"x" * len(_hog[-1][::4096])
+    except MemoryError:
+        pass
+'''
+
 ATTACKS = [
     Attack("forge-verdict", "the untouched stub, plus code that writes 'passed' on every socket and pipe of the "
            "process that runs it for the checks, in every format, then exits: the checks hold no channel whose "
@@ -256,4 +306,14 @@ ATTACKS = [
            "the checks read garbage or the real answer, never a pass: 0", "stub", RACE),
     Attack("partial-frame", "the stub, plus half an answer written on every descriptor before the process "
            "leaves: the check sees a process that died mid-answer: 0", "stub", PARTIAL_FRAME),
+    Attack("resize-shared", "the reference solution, plus a thread that shrinks every map of the checker's "
+           "memory it was handed (mmap.resize): the memory is sealed, the resize is refused, the checker reads "
+           "on: the solution's 10 (unsealed, the check run died of SIGBUS and the class's worker waited out "
+           "the submission's limit, every cell 'did not run')", "reference", RESIZE_SHARED),
+    Attack("huge-answer", "the stub, plus every answer replaced by the largest protocol-valid frame (a header "
+           "of millions of tiny lists): frames are bounded before they are read, the checker refuses it "
+           "and carries on: 0, graded, not crashed", "stub", HUGE_ANSWER),
+    Attack("hog-memory", "the stub, plus the process that runs it for the checks filling the sandbox's "
+           "memory: that process is the out-of-memory killer's first choice, so it dies, not the checker: "
+           "0, graded, not crashed", "stub", HOG_MEMORY),
 ]
