@@ -42,7 +42,7 @@ lives in the grader's process, which therefore sees how many steps ran before th
 first read.
 
 A kept graph is a step's autograd graph still alive after the step: a loop that
-keeps ``loss``, ``logits`` or anything computed from the forward pass (or
+keeps ``loss``, ``logits`` or anything computed from them with gradients (or
 ``total += loss`` without ``detach``) holds every step's graph until it returns.
 The loss adds a zero-valued leaf (a *mark*) whose only owner is that step's graph,
 and a forward hook of the model puts a token in the ``metadata`` of the logits' graph
@@ -58,6 +58,7 @@ right answer.
 from __future__ import annotations
 
 import ast
+import warnings
 import weakref
 from collections import Counter
 from collections.abc import Sequence
@@ -74,14 +75,14 @@ from dlperf.grading.reading import STANDARD_LIBRARY, Rules
 __all__ = ["RULES", "Criterion", "SGD", "Steps", "SyncCounter", "devices", "extra_findings", "fetch",
            "findings", "make_run", "meta_case", "meta_train", "meta_verdict", "reading_check", "train"]
 
-# Calls that hand a tensor's value to Python (or format it): one event each, when the tensor is on the device.
-READS = frozenset({"item", "tolist", "numpy", "cpu", "__array__", "__bool__", "__float__", "__int__", "__index__",
-                   "__complex__", "__repr__", "__str__", "__format__"})
-# Calls that build a tensor from Python data: a read of every tensor found in that data (torch.tensor([t0, t1])).
+# Calls that hand a tensor's value to Python (or format it): one event each, for a tensor on the device.
+READS = frozenset({"item", "tolist", "numpy", "cpu", "__array__", "__bool__", "__float__", "__int__",
+                   "__index__", "__complex__", "__repr__", "__str__", "__format__"})
+# Calls that build a tensor from Python data: a read of every tensor in that data (torch.tensor([t0, t1])).
 BUILDS = frozenset({"tensor", "as_tensor", "asarray", "new_tensor"})
 # In-place writes: into a host tensor from a device tensor, a device-to-host copy.
-WRITES = frozenset({"__setitem__", "copy_", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__",
-                    "index_put_", "index_copy_", "masked_scatter_", "scatter_", "scatter_add_"})
+WRITES = frozenset({"__setitem__", "copy_", "__iadd__", "__isub__", "__imul__", "__itruediv__",
+                    "__ifloordiv__", "index_put_", "index_copy_", "masked_scatter_", "scatter_", "scatter_add_"})
 _TAGS = (torch.Tag.data_dependent_output, torch.Tag.dynamic_output_shape)
 # Operators tagged with a dynamic output shape only for a boolean mask among their indices (t[mask]).
 _INDEXING = frozenset({"index", "index_put", "index_put_", "_index_put_impl_", "_unsafe_index_put"})
@@ -109,7 +110,7 @@ def _name(func: Any) -> str:
 
 
 def _is_host_device(target: Any, tensor: torch.Tensor) -> bool:
-    """``t.to(target)`` moves ``t`` to the host: a string naming the CPU, or the CPU device for a GPU tensor."""
+    """``t.to(target)`` moves ``t`` to the host: a string naming the CPU, or the CPU device (GPU tensors)."""
     if isinstance(target, str):
         return target.split(":")[0] == "cpu"
     if isinstance(target, torch.device):
@@ -235,9 +236,9 @@ class SyncCounter:
     def __enter__(self) -> SyncCounter:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-            self._warnings = __import__("warnings").catch_warnings(record=True)
+            self._warnings = warnings.catch_warnings(record=True)
             self._caught = self._warnings.__enter__()
-            __import__("warnings").simplefilter("always")
+            warnings.simplefilter("always")
             torch.cuda.set_sync_debug_mode("warn")
         self._modes = [_Operators(self), _Functions(self)]
         for mode in self._modes:
@@ -265,18 +266,20 @@ class SyncCounter:
 
 _TORCH_NAMES = {
     # dtypes
-    "float32", "float64", "float", "double", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8",
-    "long", "int", "bool", "dtype", "Tensor", "Size",
+    "float32", "float64", "float", "double", "float16", "bfloat16", "int64", "int32", "int16", "int8",
+    "uint8", "long", "int", "bool", "dtype", "Tensor", "Size",
     # tensors made on the batches' device
-    "zeros", "ones", "empty", "full", "tensor", "as_tensor", "zeros_like", "ones_like", "empty_like", "full_like",
-    "arange", "stack", "cat", "concat", "concatenate", "hstack", "vstack", "split", "chunk", "tensor_split",
-    "unbind", "flatten", "reshape",
+    "zeros", "ones", "empty", "full", "tensor", "as_tensor", "zeros_like", "ones_like", "empty_like",
+    "full_like", "arange", "stack", "cat", "concat", "concatenate", "hstack", "vstack", "split", "chunk",
+    "tensor_split", "unbind", "flatten", "reshape",
     # device-side arithmetic and reductions
     "sum", "mean", "cumsum", "prod", "min", "max", "argmin", "argmax", "minimum", "maximum", "amin", "amax",
     "add", "sub", "mul", "div", "true_divide", "abs", "neg", "exp", "log", "sqrt", "pow", "clamp", "round",
-    "where", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not", "isnan", "isfinite",
-    "count_nonzero", "topk", "sort", "dot", "all", "any", "is_tensor", "is_floating_point", "numel", "finfo",
-    "iinfo", "no_grad", "enable_grad", "nonzero", "argwhere", "unique", "masked_select", "equal", "allclose",
+    "where", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not", "isnan",
+    "isfinite", "count_nonzero", "topk", "sort", "dot", "all", "any", "is_tensor", "is_floating_point", "numel",
+    "finfo", "iinfo", "no_grad", "enable_grad", "inference_mode", "inf", "nan",
+    # reads and value-dependent sizes: allowed, counted (one read at the end is the solution)
+    "nonzero", "argwhere", "unique", "masked_select", "equal", "allclose",
 }
 
 RULES = Rules(
@@ -300,7 +303,7 @@ RULES = Rules(
         "zero_grad", "step", "parameters", "train", "eval",
         # lists, dicts, floats
         "append", "extend", "insert", "pop", "index", "count", "copy", "clear", "reverse", "items", "keys",
-        "get", "update", "setdefault", "is_integer", "real", "imag",
+        "get", "update", "setdefault", "is_integer", "real", "imag", "join",
     },
     classes=False,
     explain={
@@ -309,6 +312,7 @@ RULES = Rules(
         ".is_cuda": "the loop needs no test of the device: follow the batches' device",
         ".is_meta": "the loop needs no test of the device: follow the batches' device",
         ".grad_fn": "keep loss.detach(): nothing of the autograd graph is needed",
+        ".format": "format with an f-string (str.format can reach attributes by their names)",
         "torch.device": "follow the batches' device: device=x.device, torch.zeros_like, x.new_zeros",
         "torch.cuda": "the loop needs nothing of torch.cuda (synchronize is a synchronisation)",
     },
