@@ -20,14 +20,15 @@ second step ``zero_grad(set_to_none=False)`` --, forward, backward, one
   of tens of MB), between two calls, while the rank is idle with its optimizer
   alive, this process reads each rank's resident memory from the kernel
   (``VmRSS`` in ``/proc/<pid>/status``, summed over the rank's processes).  A
-  calibration run in the same kind of host (an empty module; the probe's
-  stand-in keeps ``torch.optim`` state for the rank's own shard, as this
-  process's partition gives it) says what a ZeRO-1 rank holds; a rank may hold
-  at most half of the difference between a full optimizer's state and its
-  shard's more than that (at least :data:`SLACK`), and must not grow from the
-  first step to the last (:data:`GROWTH`).  A full optimizer however it is
-  hidden, moments kept by hand outside any optimizer, copies of the parameters
-  and a list that grows every step are all memory;
+  calibration rank in the same kind of host (an empty module; the probe's
+  stand-in keeps the model and its gradients, and steps ``torch.optim`` over the
+  last parameter only), plus the bytes of ``torch.optim``'s state for the rank's
+  own shard instead of that parameter's (computed here),
+  says what a ZeRO-1 rank holds; a rank may hold at most :data:`SLACK` more,
+  and may grow from the first step to the last at most :data:`GROWTH` more
+  than the calibration rank.  A full optimizer however it is hidden, moments
+  kept by hand outside any optimizer, copies of the parameters and a list that
+  grows every step are all memory;
 * traffic: the relay's log of every collective, in order.  The probe's
   gradient all-reduces (one per step, of every parameter's elements) mark the
   steps; between two of them the relay must see exactly one broadcast per
@@ -69,6 +70,7 @@ WIDE = 4 * MIB            # parameter bytes from which a run's memory is measure
 SLACK = 4 * MIB           # a rank may hold this much more than the calibration rank
 GROWTH = 2 * MIB          # ... and grow this much more than it from the first step to the last
 PARTITION_CASES = 300
+CALIBRATION_OWNS = [-1]   # the calibration rank's optimizer holds the last parameter (a bias) only
 
 # What the self-check runs (the hidden cells run other seeds and more): a small model for the values, a
 # wide one for the memory.
@@ -172,8 +174,9 @@ def _measured(dims: Sequence[int]) -> bool:
 
 
 def _drive(ranks: Ranks, n: int, args: tuple[Any, ...], case: str, measure: bool) -> dict[str, Any]:
-    """start, STEPS x step, finish on every rank; the relay's log and traffic of all the calls; the ranks'
-    resident memory after each step (read here, while the ranks wait for the next call)."""
+    """``measure``: start, STEPS x step, finish on every rank, and the ranks' resident memory after each step
+    (read here, while the ranks wait for the next call); else train (the same in one call).  The relay's
+    log and traffic of all the calls, the ranks' results."""
     log: list[dict[str, Any]] = []
     p2p = [0] * n
     processes = [s.process for s in ranks.students]
@@ -190,48 +193,53 @@ def _drive(ranks: Ranks, n: int, args: tuple[Any, ...], case: str, measure: bool
             p2p[r] += int(t.get("messages_sent", 0))
         return out
 
-    call("zero1:start", [args[r] for r in range(n)])
-    after, memory = [], []
-    for _ in range(STEPS):
-        after.append(call("zero1:step", [()] * n))
-        if measure:
+    memory = []
+    if measure:
+        call("zero1:start", [args[r] for r in range(n)])
+        for _ in range(STEPS):
+            call("zero1:step", [()] * n)
             memory.append([resident(p) for p in processes])
-    results = call("zero1:finish", [()] * n)
-    return {"results": results, "log": log, "p2p": p2p, "zero_grad": after, "memory": memory}
+        results = call("zero1:finish", [()] * n)
+    else:
+        results = call("zero1:train", [(*args[r][:2], STEPS, *args[r][2:]) for r in range(n)])
+    return {"results": results, "log": log, "p2p": p2p, "memory": memory}
 
 
 def _run(solution: Any, source: Sequence[tuple[str, str]], n: int, cases: Sequence[Any]) -> list[dict[str, Any]]:
-    """One process group of ``n`` ranks running the student's cells: the partition's direct cases, then each
-    case ``(dims, optimizer, kwargs, case id)`` in turn; then, if a case was wide, the calibration."""
+    """One process group of ``n`` ranks running the student's cells: each case ``(dims, optimizer, kwargs,
+    case id)`` in turn (the wide ones first), the partition's direct cases; then, if a case was wide, the
+    calibration."""
     done = []
     given = {} if solution else {"parts": source}
+    # The wide cases first: their ranks' memory is read when the hosts have done nothing else yet, as the
+    # calibration host has not.
+    cases = sorted(cases, key=lambda c: not _measured(c[0]))
     with Ranks(*(solution or ()), n=n, timeout=60, collectives=True, **given) as ranks:
-        tried = partition_cases(seed("zero1", "partition", n) % 2**31)
-        try:
-            got = ranks[0].probe("zero1:partitions", tried, _timeout=30)
-        except StudentRaised as exc:
-            raise CheckFailed(f"partition: your code raised {exc.type_name}: {exc.message}") from None
         for dims, optimizer, kwargs, case_id in cases:
             seed_ = seed("zero1", n, tuple(dims), case_id) % 2**31
             case = f"{n} ranks, parameter sizes {_sizes(sizes_of(dims))}, {_names(optimizer, kwargs)}"
             args = (list(dims), seed_, optimizer, dict(kwargs))
             run = _drive(ranks, n, tuple(args for _ in range(n)), case, _measured(dims))
             done.append({"n": n, "dims": list(dims), "seed": seed_, "optimizer": optimizer, "kwargs": dict(kwargs),
-                         "case": case, "partitions": (tried, got), **run})
+                         "case": case, **run})
+        tried = partition_cases(seed("zero1", "partition", n) % 2**31)
+        try:
+            got = ranks[0].probe("zero1:partitions", tried, _timeout=30)
+        except StudentRaised as exc:
+            raise CheckFailed(f"partition: your code raised {exc.type_name}: {exc.message}") from None
+        for run in done:
+            run["partitions"] = (tried, got)
     if any(run["memory"] for run in done):
         # The calibration: the same probe in the same kind of host with no student code (an empty module),
-        # one rank at a time: the probe's stand-in keeps torch.optim state for that rank's own shard, as this
-        # process's partition gives it, and communicates nothing but the probe's gradient all-reduce.
+        # one rank that keeps the model and its gradients and steps torch.optim over the last parameter only
+        # (the probe's stand-in; the first step imports what torch.optim needs); a rank holds that plus the
+        # state of its own shard instead of the last parameter's, whose bytes are computed here.
         with Ranks(n=1, timeout=60, collectives=True, parts=[("<calibration>", "")]) as ranks:
             for run in done:
                 if run["memory"]:
-                    owners = partition(sizes_of(run["dims"]), n)
-                    run["calibration"] = []
-                    for r in range(n):
-                        args = (run["dims"], run["seed"], run["optimizer"], run["kwargs"],
-                                [i for i, o in enumerate(owners) if o == r])
-                        memory = _drive(ranks, 1, (args,), f"{run['case']} (calibration)", True)["memory"]
-                        run["calibration"].append([m[0] for m in memory])
+                    args = (run["dims"], run["seed"], run["optimizer"], run["kwargs"], CALIBRATION_OWNS)
+                    memory = _drive(ranks, 1, (args,), f"{run['case']} (calibration)", True)["memory"]
+                    run["calibration"] = [m[0] for m in memory]
     return done
 
 
@@ -265,15 +273,18 @@ def _values(run: dict[str, Any]) -> None:
 
 
 def _zero_grad(run: dict[str, Any]) -> None:
-    for k, per_rank in enumerate(run["zero_grad"]):
-        to_none = not k % 2
-        for r, after in enumerate(per_rank):
-            if after == "no gradients before":
-                continue    # the first step, or a step() that freed the gradients: nothing to zero
-            if to_none and after != "none":
+    for r, result in enumerate(run["results"]):
+        steps = result.get("zero_grad") if isinstance(result, dict) else None
+        if not (isinstance(steps, list) and len(steps) == STEPS and all(isinstance(s, dict) for s in steps)):
+            raise CheckFailed(f"{run['case']}: the probe could not read what zero_grad did on rank {r}")
+        for k, seen in enumerate(steps):
+            if not seen.get("had_grads"):
+                continue    # the first step, or a step() that freed the gradients: nothing to clear
+            after = seen.get("after")
+            if seen.get("set_to_none") and after != "none":
                 raise CheckFailed(f"{run['case']}: step {k + 1}: after zero_grad() the gradients on rank {r} are "
                                   f"{_said(after)}; zero_grad(set_to_none=True) sets every parameter's .grad to None")
-            if not to_none and after != "zero":
+            if not seen.get("set_to_none") and after != "zero":
                 raise CheckFailed(f"{run['case']}: step {k + 1}: after zero_grad(set_to_none=False) the gradients "
                                   f"on rank {r} are {_said(after)}; with set_to_none=False every parameter's "
                                   "gradient stays a tensor, filled with zeros")
@@ -361,16 +372,20 @@ def _memory(run: dict[str, Any]) -> None:
     sizes = sizes_of(run["dims"])
     owners = partition(sizes, run["n"])
     full = expected_state_bytes(run["dims"], range(len(sizes)), run["optimizer"], run["kwargs"])
+    calibration = run["calibration"]
+    calibrated = expected_state_bytes(run["dims"], [len(sizes) - 1], run["optimizer"], run["kwargs"])
     for r in range(run["n"]):
         mine = [i for i, o in enumerate(owners) if o == r]
         shard = expected_state_bytes(run["dims"], mine, run["optimizer"], run["kwargs"])
-        calibration = run["calibration"][r]
-        held, base = max(step[r] for step in run["memory"]), max(calibration)
+        held, base = max(step[r] for step in run["memory"]), max(calibration) + shard - calibrated
+        if min(min(step[r] for step in run["memory"]), min(calibration)) <= 0:
+            # fail closed, and not as the student's fault: /proc could not be read here
+            raise RuntimeError(f"{run['case']}: the grader could not read rank {r}'s resident memory")
         if held > base + SLACK:
             raise CheckFailed(
                 f"{run['case']}: between steps rank {r} holds {_mib(held - base)} more memory than a ZeRO-1 rank "
                 f"(measured by the grader outside your process: the rank's resident memory, against a calibration "
-                f"rank that keeps the same model, its gradients and torch.optim's state for rank {r}'s shard, "
+                f"rank that keeps the same model and its gradients, plus torch.optim's state for rank {r}'s shard, "
                 f"{_mib(shard)}; a full optimizer's state is {_mib(full)}). At most {_mib(SLACK)} more is allowed: "
                 "keep optimizer state, and copies of parameters or gradients, for the owned parameters only")
         grown = (run["memory"][-1][r] - run["memory"][0][r]) - (calibration[-1] - calibration[0])

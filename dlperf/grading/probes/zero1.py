@@ -101,12 +101,6 @@ RULES = Rules(
 )
 
 
-def requirements(parts: Sequence[tuple[str, str]]) -> list[str]:
-    """What the exercise asks of the cells besides :data:`RULES`: nothing more (the partition, the
-    inner optimizer and the broadcasts are observed by running them)."""
-    return []
-
-
 # ---------------------------------------------------------------------------------------------
 # Driving the student's optimizer
 # ---------------------------------------------------------------------------------------------
@@ -148,10 +142,13 @@ class _Calibration:
 
 
 def start(mod: Any, dims: Sequence[int], seed: int, optimizer: str, kwargs: dict[str, Any],
-          owned: Sequence[int] | None = None) -> None:
+          owned: Sequence[int] | None = None, collect: bool = True) -> None:
     """Build the seeded model on this rank and ``mod.ShardedOptimizer(params, optimizer class, **kwargs)``
-    (with ``owned``: the calibration stand-in instead), kept here for :func:`step` and :func:`finish`."""
+    (with ``owned``: the calibration stand-in instead), kept here for :func:`step` and :func:`finish`.
+    ``collect``: collect the garbage of earlier runs first (before a run whose memory is read)."""
     _RUN.clear()
+    if collect:
+        gc.collect()
     _exact_memory()
     model = build(dims, seed)
     params = list(model.parameters())
@@ -174,8 +171,7 @@ def step(mod: Any) -> str:
     """One training step on this rank: ``zero_grad`` (steps 2, 4, ... ``zero_grad(set_to_none=False)``),
     forward and backward on this rank's batch, one ``all_reduce`` of all the gradients (flattened, in
     parameter order) divided by the number of ranks, written back into ``.grad``, the student's ``step()``.
-    Returns what the gradients were right after ``zero_grad`` (``none``, ``zero``, ...), or ``no gradients
-    before`` when some parameter had none before it."""
+    Returns what the gradients were right after ``zero_grad`` (``none``, ``zero``, ...)."""
     model, params, opt = _RUN["model"], _RUN["params"], _RUN["opt"]
     k = _RUN["steps"]
     n, rank = dist.get_world_size(), dist.get_rank()
@@ -197,7 +193,7 @@ def step(mod: Any) -> str:
     del flat, x, y
     opt.step()
     _RUN["steps"] = k + 1
-    return after if had else "no gradients before"
+    return after
 
 
 def state_bytes(optimizer: Any) -> int:
@@ -215,7 +211,8 @@ def finish(mod: Any) -> dict[str, Any]:
 
     ``owned``: the parameters (indices) that the ``torch.optim.Optimizer`` objects alive in this process
     hold (``self.optimizer`` and any other); ``with_state``: those they have state for; ``state_bytes``:
-    the bytes of that state; ``zero_grad``: what each step's ``zero_grad`` left; ``cuda``: whether CUDA was
+    the bytes of that state; ``zero_grad``: per step, whether ``zero_grad`` was asked to set the gradients
+    to None, whether every parameter had one before it, and what it left (:func:`step`); ``cuda``: whether CUDA was
     started here (the rank's memory is measured in the host's memory).  A census taken in this process:
     the checker also measures the rank's memory from outside it.
     """
@@ -233,14 +230,13 @@ def finish(mod: Any) -> dict[str, Any]:
               "cuda": bool(torch.cuda.is_initialized())}
     del opt, optimizers, held, with_state
     _RUN.clear()
-    gc.collect()
     return result
 
 
 def train(mod: Any, dims: Sequence[int], seed: int, steps: int, optimizer: str, kwargs: dict[str, Any]
           ) -> dict[str, Any]:
     """:func:`start`, ``steps`` x :func:`step`, :func:`finish`, in one call."""
-    start(mod, dims, seed, optimizer, kwargs)
+    start(mod, dims, seed, optimizer, kwargs, collect=False)
     for _ in range(steps):
         step(mod)
     return finish(mod)
