@@ -218,6 +218,16 @@ def test_the_reading_refuses_what_could_reach_the_counter_or_tell_the_meta_run_a
     assert any(found in f for f in findings), findings
 
 
+def test_the_reading_refuses_typing_get_type_hints_which_evaluates_strings():
+    """The shared standard-library list allows typing.*, and typing.get_type_hints evaluates string
+    annotations: a private name spelled as text. This exercise allows only typing's plain names."""
+    src = ('import typing\nimport torch\n\n\ndef hint(a: "torch._C.DisableTorchFunction") -> typing.Any:\n'
+           '    pass\n\n\ndef train_epoch(model, optimizer, loss_fn, batches):\n'
+           '    return typing.get_type_hints(hint)\n')
+    findings = grading.reading([("cell", src)])
+    assert len(findings) == 1 and "typing.get_type_hints" in findings[0], findings
+
+
 @pytest.mark.parametrize("line", [
     "out.append(loss.detach())",
     "total += loss.detach() * n",

@@ -285,7 +285,10 @@ _TORCH_NAMES = {
 RULES = Rules(
     what="fetch and train_epoch",
     imports={"torch", "math"} | STANDARD_LIBRARY["imports"],
-    names={f"torch.{n}" for n in _TORCH_NAMES} | STANDARD_LIBRARY["names"],
+    # typing.* of the shared list is narrowed: typing.get_type_hints evaluates strings (a name spelled as text)
+    names={f"torch.{n}" for n in _TORCH_NAMES} | {n for n in STANDARD_LIBRARY["names"] if n != "typing.*"}
+    | {f"typing.{n}" for n in ("Any", "Optional", "Union", "List", "Dict", "Tuple", "Sequence", "Iterable",
+                               "Callable", "Mapping")},
     decorators=STANDARD_LIBRARY["decorators"] | {"staticmethod", "classmethod", "property"},
     attributes={
         # tensors
