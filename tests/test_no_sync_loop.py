@@ -51,6 +51,9 @@ t = torch.linspace(-1.0, 1.0, 5)
     ("equal", lambda: torch.equal(t, t), "equal"),
     ("a device value written into a host tensor", lambda: torch.zeros(5).__setitem__(0, t[0]), "to host"),
     ("a device value added into a host tensor", lambda: torch.zeros(()).add_(t[0]), "to host"),
+    ("Python data copied to the device", lambda: torch.tensor([1.0, 2.0], device=t.device), "from host"),
+    ("a host tensor copied to the device", lambda: torch.arange(3).to(t.device), "from host"),
+    ("new_tensor on the device", lambda: t.new_tensor([1.0]), "from host"),
 ])
 def test_each_synchronising_call_counts_once(what, fn, kind):
     assert _count(fn) == {"events": 1, "kinds": {kind: 1}, "cuda_warnings": None}, what
@@ -301,7 +304,8 @@ def _cells(snippet: course.Snippet) -> list[tuple[str, str]]:
 # Fixtures that synchronise per step in a way the meta device does not refuse: only the count sees them.
 ONLY_COUNTED = {"prints_the_loss_tensor": "printing a meta tensor shows no value and raises nothing",
                 "fetch_one_read_per_tensor": "its reads are all after the loop: two reads where one is allowed",
-                "tensor_of_losses": "torch.tensor(losses) reads each loss, but only after the loop"}
+                "tensor_of_losses": "torch.tensor(losses) reads each loss, but only after the loop",
+                "size_tensor_every_step": "torch.tensor(n, device='meta') copies nothing"}
 
 
 @pytest.mark.parametrize("path", course.snippets("no_sync_loop"), ids=lambda p: p.stem)

@@ -26,7 +26,8 @@ A transfer counts once: the result of ``t.cpu()`` (or ``t.to("cpu")``) is a
 *host copy*, and reading a host copy (``t.cpu().tolist()``), or anything
 computed only from host copies, waits for nothing.  Writing a device value
 into a host tensor in place (``host[i] = loss``, ``host += loss``) is a
-device-to-host copy and counts.  Tensors made by a factory without
+device-to-host copy and counts; so is Python data copied to the device
+(``torch.tensor(sizes, device=x.device)``: PyTorch waits for a blocking copy).  Tensors made by a factory without
 ``device=`` (``torch.zeros(3)``) are host tensors too, as on a GPU.
 
 On a CUDA device PyTorch also reports many synchronisations itself
@@ -118,6 +119,14 @@ def _is_host_device(target: Any, tensor: torch.Tensor) -> bool:
     return False
 
 
+def _to_the_device(device: Any) -> bool:
+    """``device=`` names the data's device: a ``torch.device`` (``x.device``) or a string other than the CPU.
+    (On a CPU run the data's device is the CPU too; a string ``"cpu"`` names the host.)"""
+    if isinstance(device, torch.device):
+        return True
+    return isinstance(device, str) and device.split(":")[0] != "cpu"
+
+
 class _Functions(TorchFunctionMode):
     def __init__(self, counter: SyncCounter):
         super().__init__()
@@ -196,7 +205,7 @@ class SyncCounter:
         first = args[0] if args and isinstance(args[0], torch.Tensor) else None
         counted: str | None = None
         quiet = False          # a read of a host copy: nothing inside counts either
-        to_host = False
+        to_host = from_host = False
         if name in READS or (name == "to" and first is not None
                              and any(_is_host_device(a, first) for a in [*args[1:], kwargs.get("device")])):
             if first is not None and self._is_host(first):
@@ -204,10 +213,25 @@ class SyncCounter:
             else:
                 counted = name
             to_host = name in ("cpu", "to")
-        elif name in BUILDS and any(not h for h in host):
-            counted = name      # one read per device tensor in the data: PyTorch reads them one by one
-            for _ in range(sum(not h for h in host) - 1):
-                self._record(name)
+        elif name in BUILDS:
+            rest = args[1:] if name == "new_tensor" else args
+            given = rest[0] if rest else kwargs.get("data")
+            # a tensor given as the data is copied on its device (no read); tensors inside a list are read
+            data = [] if isinstance(given, torch.Tensor) else [self._is_host(t) for t in _tensors(given, [])]
+            if isinstance(given, torch.Tensor):
+                if self._is_host(given) and _to_the_device(kwargs.get("device")):
+                    counted = "from host"
+            elif any(not h for h in data):
+                counted = name      # one read per device tensor in the data: PyTorch reads them one by one
+                for _ in range(sum(not h for h in data) - 1):
+                    self._record(name)
+            elif not data and (_to_the_device(kwargs.get("device")) if name != "new_tensor" else
+                               first is not None and not self._is_host(first)):
+                counted = "from host"   # Python data copied to the device: a blocking copy, the stream waits
+        elif (name == "to" and first is not None and self._is_host(first)
+              and any(_to_the_device(a) for a in [*args[1:], kwargs.get("device")])):
+            counted = "from host"   # a host tensor copied to the device: a blocking copy
+            from_host = True
         elif ((name in WRITES or (name.endswith("_") and not name.startswith("_"))) and first is not None
               and self._is_host(first) and not all(host)):
             counted = "to host"
@@ -225,6 +249,9 @@ class SyncCounter:
             if first is not None and result is first:
                 result = result.clone()        # as on a GPU: the host copy is another tensor
             self._mark_host(result)
+        elif from_host:
+            if first is not None and result is first:
+                result = result.clone()        # as on a GPU: the device copy is another tensor
         elif inputs and all(host):
             self._mark_host(result)
         elif not inputs and name not in ("to",) and kwargs.get("device") is None:

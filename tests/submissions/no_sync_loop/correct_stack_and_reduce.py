@@ -1,4 +1,4 @@
-# why: a correct alternative written differently: per-step counts kept in lists and reduced after the loop with torch.stack(...).sum(), the mean loss weighted on the device by a tensor of sizes made with device=, accuracy counted under torch.no_grad(), loss.data instead of detach(), functools and itertools imported, the best step as min over the indices, and fetch as one .to('cpu') of a float64 tensor split with torch.split
+# why: a correct alternative written differently: per-step counts kept in lists and reduced after the loop with torch.stack(...).sum(), the weighted losses summed on the device, accuracy counted under torch.no_grad(), loss.data instead of detach(), functools and itertools imported, the best step as min over the indices, and fetch as one .to('cpu') of a float64 tensor split with torch.split
 # expect: {"no_sync_loop-fetch-test": 2, "no_sync_loop-results-test": 3, "no_sync_loop-syncs-test": 3, "no_sync_loop-graphs-test": 2}
 # %% no_sync_loop-fetch
 import functools
@@ -33,7 +33,7 @@ import torch
 
 
 def train_epoch(model, optimizer, loss_fn, batches):
-    losses, hits, sizes = [], [], []
+    losses, weighted, hits, sizes = [], [], [], []
     for x, y in batches:
         optimizer.zero_grad()
         logits = model(x)
@@ -41,14 +41,13 @@ def train_epoch(model, optimizer, loss_fn, batches):
         loss.backward()
         optimizer.step()
         losses.append(loss.data)
+        weighted.append(loss.data.double() * y.shape[0])
         with torch.no_grad():
             hits.append((logits.argmax(1) == y).sum())
         sizes.append(y.shape[0])
-    device = losses[0].device
-    stacked = torch.stack(losses)
-    n = torch.tensor(sizes, dtype=torch.float64, device=device)
-    mean = (stacked.double() * n).sum() / n.sum()
-    values, mean_loss, right = fetch(stacked, mean, torch.stack(hits).sum())
     count = functools.reduce(lambda a, b: a + b, sizes)
+    stacked = torch.stack(losses)
+    mean = torch.stack(weighted).sum() / count
+    values, mean_loss, right = fetch(stacked, mean, torch.stack(hits).sum())
     best = min(range(len(values)), key=lambda i: values[i])
     return {"losses": values, "mean_loss": mean_loss, "accuracy": right / count, "best_step": best}
