@@ -215,12 +215,20 @@ def export_rows(course_root: Path, db_url: str) -> list[dict[str, Any]]:
     return rows
 
 
+def _course_assignments(root: Path) -> list[str]:
+    """The assignments of the course at ``root``: an instructor's course's (its source folder), else the project's."""
+    from .assignment import assignment_ids
+    from .nbconfig import own_config
+
+    return assignment_ids(root) if own_config(root) is not None else course.assignments()
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from .engine import files_digest, find_submissions
     from .gradebook import Writer
 
     root = Path(args.course).resolve()
-    names = [args.assignment] if args.assignment else course.assignments()
+    names = [args.assignment] if args.assignment else _course_assignments(root)
     with Writer(_db_url(args), root) as writer:
         for name in names:
             subs = find_submissions(root, name)

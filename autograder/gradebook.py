@@ -205,9 +205,19 @@ class Writer:
             max_score = sum(c["max_score"] for c in cells.values())
             if timestamp is not None:
                 _write_atomic(folder / "timestamp.txt", timestamp.strftime("%Y-%m-%d %H:%M:%S.%f %Z"))
+            # nbgrader's exchange secret goes with the graded notebooks (autograde copies it), so that
+            # generate_feedback copies it on and release_feedback can name the feedback.
+            secret = self.course_root / "submitted" / result.student / result.assignment / "submission_secret.txt"
+            if secret.is_file() and not secret.is_symlink():
+                _write_atomic(folder / "submission_secret.txt", secret.read_bytes())
+        reason = result.reason
+        unknown = self._unknown_notebooks(result)
+        if unknown:
+            note = (f"not a notebook of {result.assignment}, not graded: " + ", ".join(unknown))
+            reason = f"{reason}; {note}" if reason else note
         row = {
             "assignment": result.assignment, "student": result.student, "digest": result.digest,
-            "outcome": result.outcome, "reason": result.reason, "score": score, "max_score": max_score,
+            "outcome": result.outcome, "reason": reason, "score": score, "max_score": max_score,
             "cells": json.dumps(cells), "host": result.host, "device": result.device, "worker": result.worker,
             "sandbox": result.sandbox, "seconds": json.dumps(result.seconds), "attempts": attempts,
             "cpu_only": result.cpu_only, "graded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -225,6 +235,23 @@ class Writer:
                 self.gb.db.execute(RUNS.insert().values(**row))
         row["cells"], row["seconds"] = cells, seconds
         return row
+
+    def _unknown_notebooks(self, result: Result) -> list[str]:
+        """The notebooks in the student's submitted folder that are none of the assignment's (a renamed
+        copy beside the real one: ``p1-final.ipynb``); plain nbgrader only logs them, the record says so."""
+        from nbgrader.api import MissingEntry
+
+        folder = self.course_root / "submitted" / result.student / result.assignment
+        if not folder.is_dir():
+            return []
+        try:
+            known = {nb.name for nb in self.gb.find_assignment(result.assignment).notebooks}
+        except MissingEntry:
+            known = set()
+        known |= set(result.notebooks)
+        if not known:
+            return []
+        return sorted(p.name for p in folder.glob("*.ipynb") if p.stem not in known)
 
     def _points(self, assignment: str, notebook: str) -> dict[str, float]:
         """The graded cells of a notebook of the assignment, with their points (from nbgrader's tables)."""

@@ -204,7 +204,7 @@ def prepare(submission: bytes | str, source: NotebookNode, release: NotebookNode
         if gid in expected and gid not in seen:
             seen.add(gid)
             original = expected[gid]
-            restored = copy.deepcopy(original)
+            restored = _with_checksum(copy.deepcopy(original), released.get(gid))
             if is_solution(original):
                 if cell.get("cell_type") != original.cell_type:
                     tampered.append(f"changed the type of solution cell {gid}")
@@ -232,7 +232,7 @@ def prepare(submission: bytes | str, source: NotebookNode, release: NotebookNode
             for i, cell in enumerate(cells):
                 if grade_id(cell) in before:
                     position = i + 1
-            restored = copy.deepcopy(expected[gid])
+            restored = _with_checksum(copy.deepcopy(expected[gid]), released.get(gid))
             if is_solution(restored) and gid in released:
                 restored.source = released[gid].source   # the student's version of a deleted cell: the stub
             cells.insert(position, restored)
@@ -245,6 +245,16 @@ def prepare(submission: bytes | str, source: NotebookNode, release: NotebookNode
     nb.cells = cells
     nb.metadata["kernelspec"] = copy.deepcopy(source.metadata.get("kernelspec", {}))
     return Prepared(nb, _setup(source), _solutions(nb, source), _tests(source), tampered, keep_tests)
+
+
+def _with_checksum(cell: NotebookNode, released: NotebookNode | None) -> NotebookNode:
+    """``cell`` with the checksum nbgrader stored for it when it made the student version (the release's):
+    an answer the student left as it was is then scored as nbgrader scores it (0, no manual grading
+    needed) and commented "No response."."""
+    checksum = _meta(released).get("checksum") if released is not None else None
+    if checksum and "nbgrader" in cell.metadata:
+        cell.metadata.nbgrader["checksum"] = checksum
+    return cell
 
 
 def _setup(source: NotebookNode) -> list[str]:
