@@ -104,9 +104,11 @@ def test_the_reading_accepts_the_solution_and_alternatives_written_differently()
 
 @pytest.mark.parametrize("source, finding", [
     ("import torch\ndef f(x):\n    print(x)\n", "builtin print"),
-    ("import torch\ndef f(x):\n    return x.sum().item()\n", ".item"),
-    ("import torch\ndef f(x):\n    return x.cpu()\n", ".cpu"),
-    ("import torch\ndef f(x):\n    return torch.nonzero(x)\n", "torch.nonzero"),
+    ("import torch\ndef f(x):\n    return x.numpy()\n", ".numpy"),
+    ("import torch\ndef f(x):\n    return x.data_ptr()\n", ".data_ptr"),
+    ("from torch import _dynamo\n", "private"),
+    ("import torch\ndef f(x):\n    torch.relu = f\n", "assigns to torch.relu"),
+    ("import torch\ndef f(x):\n    t = torch\n    return t.compile\n", "as a value"),
     ("import torch\ndef f(x):\n    return torch.compile(x)\n", "torch.compile"),
     ("import torch\ndef f(x):\n    torch._dynamo.config.verbose = True\n", "torch._dynamo"),
     ("import torch\ndef f(x):\n    return getattr(torch, 'comp' + 'ile')\n", "getattr"),
@@ -165,6 +167,8 @@ def test_int_of_a_tensor_compiles_without_a_break_but_is_a_host_read_in_the_grap
     problems = probe.graph_problems(run, probe.shapes_of([args]), max_graphs=1)
     assert any("reads tensor data" in p and "Tensor.item" in p for p in problems), problems
     assert probe.graph_problems(run, probe.shapes_of([args]), max_graphs=1, host_reads=False) == []
+    # the reading lets host reads through (the functions are only traced): the graph judges every spelling
+    assert probe.refusals(_parts("import torch\n\ndef f(x):\n    return x[x.nonzero()[:, 0]].sum().item()\n")) == []
     floated = _module("import torch\n\ndef masked_loss(pred, target, lengths):\n"
                       "    return (pred - target).square().sum() / float(lengths.sum())\n")
     run = probe.compiled(floated, "masked_loss", [args])
