@@ -42,9 +42,20 @@ def devices() -> list[str]:
     return ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
-def _reference_unscale(optimizer: Any, inv_scale: float) -> bool:
-    found = False
+def _dense_only(optimizer: Any) -> list[torch.Tensor]:
+    """The gradients of ``optimizer``.  Sparse ones are out of the exercise's scope: the reference refuses
+    them, so a graded run that made one would fail for the reference solution too, which the fixture
+    tests (the reference gets 10/10) would catch: that is how the specification's statement is tested."""
     grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+    if any(g.is_sparse for g in grads):
+        raise ValueError("sparse gradients are out of the gradscaler exercise's scope")
+    return grads
+
+
+def _reference_unscale(optimizer: Any, inv_scale: float) -> bool:
+    """The specification's ``unscale_grads_``, which the checker's reference runs use."""
+    found = False
+    grads = _dense_only(optimizer)
     if any(g.dtype == torch.float16 for g in grads):
         raise ValueError("Attempting to unscale FP16 gradients.")
     with torch.no_grad():
@@ -55,9 +66,16 @@ def _reference_unscale(optimizer: Any, inv_scale: float) -> bool:
 
 
 def reference(device: str) -> types.SimpleNamespace:
-    """The reference the checker runs: ``torch.amp.GradScaler`` on ``device``."""
+    """The reference the checker runs: ``torch.amp.GradScaler`` on ``device``, refusing sparse gradients (see
+    :func:`_dense_only`).  (Defined here, not when this module is imported: in the student's process the
+    exercise switches ``torch.amp.GradScaler`` off before this module is imported.)"""
+    class DenseGradScaler(torch.amp.GradScaler):
+        def unscale_(self, optimizer: Any) -> None:    # step() calls it too, when unscale_ was not called
+            _dense_only(optimizer)
+            super().unscale_(optimizer)
+
     def scaler(**kwargs: Any) -> Any:
-        return torch.amp.GradScaler(device, **kwargs)
+        return DenseGradScaler(device, **kwargs)
     return types.SimpleNamespace(GradScaler=scaler, unscale_grads_=_reference_unscale)
 
 

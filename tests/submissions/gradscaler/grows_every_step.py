@@ -7,7 +7,7 @@
             self._growth_tracker += 1
             if self._growth_tracker == self._growth_interval:
                 grown = self._scale * self._growth_factor
-                if math.isfinite(grown):
+                if grown <= FLOAT32_MAX:             # finite in float32, where PyTorch keeps the scale
                     self._scale = grown
                 self._growth_tracker = 0
         self._per_optimizer = {}

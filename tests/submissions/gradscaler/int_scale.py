@@ -30,11 +30,11 @@
             self._growth_tracker = 0
 >>>>>>> mistake
 <<<<<<< solution
-                if math.isfinite(grown):
+                if grown <= FLOAT32_MAX:             # finite in float32, where PyTorch keeps the scale
                     self._scale = grown
                 self._growth_tracker = 0
 =======
-                if math.isfinite(grown):
+                if grown <= FLOAT32_MAX:             # finite in float32, where PyTorch keeps the scale
                     self._scale = int(grown)
                 self._growth_tracker = 0
 >>>>>>> mistake
