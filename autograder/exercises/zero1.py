@@ -230,16 +230,21 @@ def _run(solution: Any, source: Sequence[tuple[str, str]], n: int, cases: Sequen
         for run in done:
             run["partitions"] = (tried, got)
     if any(run["memory"] for run in done):
-        # The calibration: the same probe in the same kind of host with no student code (an empty module),
-        # one rank that keeps the model and its gradients and steps torch.optim over the last parameter only
-        # (the probe's stand-in; the first step imports what torch.optim needs); a rank holds that plus the
-        # state of its own shard instead of the last parameter's, whose bytes are computed here.
+        # The calibration: the same probe in the same kind of host with no student code (an empty module), a
+        # process group of one rank whose steps skip the all-reduce: the model, its gradients, torch.optim over
+        # the last parameter only (the probe's stand-in; the first step imports what torch.optim needs); a rank
+        # holds that plus the state of its own shard instead of the last parameter's, computed here.
         with Ranks(n=1, timeout=60, collectives=True, parts=[("<calibration>", "")]) as ranks:
+            host = ranks[0]
             for run in done:
                 if run["memory"]:
-                    args = (run["dims"], run["seed"], run["optimizer"], run["kwargs"], CALIBRATION_OWNS)
-                    memory = _drive(ranks, 1, (args,), f"{run['case']} (calibration)", True)["memory"]
-                    run["calibration"] = [m[0] for m in memory]
+                    host.probe("zero1:start", run["dims"], run["seed"], run["optimizer"], run["kwargs"],
+                               CALIBRATION_OWNS, True, True)
+                    run["calibration"] = []
+                    for _ in range(STEPS):
+                        host.probe("zero1:step")
+                        run["calibration"].append(resident(host.process))
+                    host.probe("zero1:finish")
     return done
 
 

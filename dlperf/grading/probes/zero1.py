@@ -142,10 +142,11 @@ class _Calibration:
 
 
 def start(mod: Any, dims: Sequence[int], seed: int, optimizer: str, kwargs: dict[str, Any],
-          owned: Sequence[int] | None = None, collect: bool = True) -> None:
+          owned: Sequence[int] | None = None, collect: bool = True, alone: bool = False) -> None:
     """Build the seeded model on this rank and ``mod.ShardedOptimizer(params, optimizer class, **kwargs)``
     (with ``owned``: the calibration stand-in instead), kept here for :func:`step` and :func:`finish`.
-    ``collect``: collect the garbage of earlier runs first (before a run whose memory is read)."""
+    ``collect``: collect the garbage of earlier runs first (before a run whose memory is read);
+    ``alone``: a process without a process group (the calibration), whose steps skip the all-reduce."""
     _RUN.clear()
     if collect:
         gc.collect()
@@ -155,7 +156,8 @@ def start(mod: Any, dims: Sequence[int], seed: int, optimizer: str, kwargs: dict
     cls = OPTIMIZERS[optimizer]
     opt = _Calibration(params, cls, owned, **kwargs) if owned is not None else mod.ShardedOptimizer(params, cls,
                                                                                                    **kwargs)
-    _RUN.update(model=model, params=params, opt=opt, dims=list(dims), seed=int(seed), steps=0, zero_grad=[])
+    _RUN.update(model=model, params=params, opt=opt, dims=list(dims), seed=int(seed), steps=0, zero_grad=[],
+                alone=bool(alone))
 
 
 def _grads(params: Sequence[torch.Tensor]) -> str:
@@ -174,7 +176,7 @@ def step(mod: Any) -> str:
     Returns what the gradients were right after ``zero_grad`` (``none``, ``zero``, ...)."""
     model, params, opt = _RUN["model"], _RUN["params"], _RUN["opt"]
     k = _RUN["steps"]
-    n, rank = dist.get_world_size(), dist.get_rank()
+    n, rank = (1, 0) if _RUN["alone"] else (dist.get_world_size(), dist.get_rank())
     had = all(p.grad is not None for p in params)
     if k % 2:
         opt.zero_grad(set_to_none=False)
@@ -185,7 +187,8 @@ def step(mod: Any) -> str:
     x, y = batch(_RUN["dims"], _RUN["seed"], rank, k)
     F.mse_loss(model(x), y).backward()
     flat = torch.cat([p.grad.reshape(-1) for p in params])
-    dist.all_reduce(flat)
+    if not _RUN["alone"]:
+        dist.all_reduce(flat)
     flat /= n
     with torch.no_grad():
         for p, g in zip(params, flat.split([p.numel() for p in params])):
