@@ -179,6 +179,8 @@ def test_the_kernel_s_part_is_its_kernels_imports_and_constants_only():
     helper = KERNEL.replace("    e = tl.exp(", "    e = shift(v)\n    e = tl.exp(") + "\n\ndef shift(v):\n    return v\n"
     assert "uses shift, which these cells do not define" in kernel_findings(helper)
     assert "does not parse" in kernel_findings("def softmax_kernel(:\n")
+    wrapped = KERNEL.replace("@triton.jit\ndef softmax_kernel", "def plain") + "\nsoftmax_kernel = triton.jit(plain)\n"
+    assert "no `@triton.jit` `def softmax_kernel(...)`" in kernel_findings(wrapped)
 
 
 # ---------------------------------------------------------------------------------------------

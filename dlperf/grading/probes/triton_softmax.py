@@ -229,6 +229,9 @@ def reading(kernel_cell: str, launcher_cell: str | None = None) -> tuple[list[st
     kernel_found = _named(read([("kernel", kernel)], RULES), ["your kernel's cell"])
     kernel_found = [s.replace("your cell", "your kernel's cell", 1) if s.startswith("your cell") else s
                     for s in kernel_found]
+    if not any("does not parse" in s for s in kernel_found) and "softmax_kernel" not in kernel_names(kernel_cell):
+        kernel_found.append("your kernel's cell has no `@triton.jit` `def softmax_kernel(...)` at its top level: the "
+                            "grader loads only the cell's @triton.jit functions, imports and constants")
     if launcher_cell is None:
         return kernel_found, []
     # The launcher's cell sees the kernel's part's names (as in the notebook); its findings alone are its own.
