@@ -1,4 +1,4 @@
-# why: a correct chunked ring that sleeps 200 ms after every step "to let the neighbours catch up": right values and traffic, but several times slower than the reference ring (200 ms, not 50 ms, so that a loaded grading machine, which slows the reference too, cannot bring it under 3x)
+# why: a correct chunked ring that sleeps 400 ms after every step "to let the neighbours catch up": right values and traffic, but several times slower than the reference ring (400 ms, not 50 ms, so that a loaded grading machine, which slows the reference too, cannot bring it under 3x)
 # expect: {"ring_allreduce-sim-test-values": 0, "ring_allreduce-sim-test-steps": 0, "ring_allreduce-sim-test-bytes": 0, "ring_allreduce-p2p-test-values": 2, "ring_allreduce-p2p-test-traffic": 2, "ring_allreduce-p2p-test-time": 0}
 # %% ring_allreduce-p2p
 import time
@@ -18,10 +18,10 @@ def ring_allreduce_p2p(tensor):
         for request in requests:
             request.wait()
         chunks[recv_c].add_(incoming)
-        time.sleep(0.2)  # let the neighbours catch up
+        time.sleep(0.4)  # let the neighbours catch up
     for k in range(n - 1):
         send_c, recv_c = (rank + 1 - k) % n, (rank - k) % n
         requests = [dist.isend(chunks[send_c], right), dist.irecv(chunks[recv_c], left)]
         for request in requests:
             request.wait()
-        time.sleep(0.2)
+        time.sleep(0.4)
