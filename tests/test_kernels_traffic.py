@@ -262,3 +262,17 @@ except Exception as exc:
 
     assert run("unfixed").startswith("failed"), "the simulated triton 3.6 conversion no longer fails"
     assert run("fixed") == "True"
+
+
+def test_a_launch_that_fails_before_its_grid_is_set_keeps_its_own_error(monkeypatch):
+    """A kernel called with the wrong arguments raises the student's TypeError, not the counter's AttributeError
+    (the counter read the interpreter builder's grid after a launch that never set one)."""
+    from triton.runtime import interpreter as interp
+
+    if hasattr(interp.interpreter_builder, "grid_dim"):
+        monkeypatch.delattr(interp.interpreter_builder, "grid_dim")
+    x = torch.ones(8)
+    with count_traffic() as traffic:
+        with pytest.raises(TypeError):
+            T.add_kernel[(1,)](x, x)                     # too few arguments
+    assert traffic.launches[-1].grid == (0, 0, 0)

@@ -197,8 +197,10 @@ def count_traffic() -> Iterator[Traffic]:
         traffic.launches.append(launch)
         try:
             return original_call(self, *args, **kwargs)
-        finally:
-            launch.grid = tuple(int(g) for g in builder.grid_dim)
+        finally:   # a launch that failed before its grid was set keeps (0, 0, 0) and its own error
+            grid = getattr(builder, "grid_dim", None)
+            if grid is not None:
+                launch.grid = tuple(int(g) for g in grid)
 
     builder.create_masked_load = load
     builder.create_masked_store = store
