@@ -312,22 +312,62 @@ def test_feedback_export_status_report(graded_class: dict) -> None:
     assert report.is_file() and "reference" in report.read_text()
 
 
-@pytest.mark.parametrize("assignment", ["allreduce", "compile_clean", "ddp_buckets", "no_sync_loop",
-                                        "pipeline_schedule", "ring_allreduce", "triton_softmax", "zero1"])
-def test_every_fixture_of_the_other_exercises(assignment: str, tmp_path: Path) -> None:
+OTHER_EXERCISES = ["allreduce", "compile_clean", "ddp_buckets", "no_sync_loop", "pipeline_schedule", "ring_allreduce",
+                   "triton_softmax", "zero1"]
+
+
+@pytest.fixture(scope="module")
+def fixtures_graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The fixtures of the exercises whose test below is selected, graded in ONE run (``autograder grade
+    --all`` on a course holding only theirs): one start-up and one pool of warm sandboxes for all of them,
+    as an instructor grades a term (``-k "... and zero1"`` grades zero1's alone)."""
+    _sandbox_or_skip()
+    wanted = [item.callspec.params["assignment"] for item in request.session.items
+              if getattr(item, "module", None) is request.module and hasattr(item, "callspec")
+              and item.originalname == "test_every_fixture_of_the_other_exercises"]
+    root = tmp_path_factory.mktemp("fixtures") / "course"
+    samples, broken = {}, {}
+    for assignment in dict.fromkeys(wanted):
+        try:
+            samples[assignment] = sample.honest(assignment)
+        except Exception as exc:  # noqa: BLE001 - that exercise's test fails with it, the others are graded
+            broken[assignment] = exc
+            continue
+        sample.place(samples[assignment], root, assignment)
+    root.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    run = autograder(root, "grade", "--all", "--cpu", "--workers=2", "--cell-timeout=120", "--timeout=300",
+                     check=False, timeout=3600)
+    seconds = time.monotonic() - start
+    records = {}
+    if (root / "gradebook.db").exists():
+        with Writer(f"sqlite:///{root / 'gradebook.db'}", root) as writer:
+            records = {assignment: writer.records(assignment) for assignment in samples}
+    print(f"{len(samples)} exercise(s), {sum(map(len, samples.values()))} submissions graded in one run in "
+          f"{seconds:.0f} s\n" + run.stdout[-6000:])
+    return {"samples": samples, "records": records, "run": run, "broken": broken}
+
+
+@pytest.mark.parametrize("assignment", OTHER_EXERCISES)
+def test_every_fixture_of_the_other_exercises(assignment: str, fixtures_graded: dict) -> None:
     """The reference, the stub and every wrong-submission fixture get their stated per-cell scores.
 
     (gradscaler's are in the sample class above.)  These are the scores nbgrader's own autograde
-    gives them too: the hidden checks give the same verdict in the check run as in the kernel.
+    gives them too: the hidden checks give the same verdict in the check run as in the kernel.  Every
+    selected exercise is graded in the same run (``fixtures_graded``).
     """
-    _sandbox_or_skip()
-    root = tmp_path / "course"
-    samples = sample.honest(assignment)
+    if assignment in fixtures_graded["broken"]:
+        raise fixtures_graded["broken"][assignment]
+    run = fixtures_graded["run"]
+    assert run.returncode == 0, f"autograder grade --all exited {run.returncode}:\n{run.stdout[-4000:]}\n" \
+                                f"{run.stderr[-4000:]}"
+    graded = fixtures_graded["samples"]
+    if len(graded) > 1:   # one run for all of them, its progress counted over all
+        total = sum(map(len, graded.values()))
+        assert f"grading {total} submission(s) of {len(graded)} assignment(s)" in run.stdout, run.stdout[-3000:]
+    samples = graded[assignment]
     assert len(samples) >= 7
-    sample.place(samples, root, assignment)
-    autograder(root, "grade", assignment, "--cpu", "--workers=2", "--cell-timeout=120", "--timeout=300")
-    with Writer(f"sqlite:///{root / 'gradebook.db'}", root) as writer:
-        records = writer.records(assignment)
+    records = fixtures_graded["records"][assignment]
     assert not sample.compare(samples, records), "\n".join(sample.compare(samples, records))
 
 
