@@ -96,6 +96,8 @@ def choose_kernel(nb: nbformat.NotebookNode, sandbox: Sandbox) -> KernelChoice:
     from .sandbox import _normal, _under
 
     name = str((nb.metadata.get("kernelspec") or {}).get("name") or "python3")
+    if name == "python":
+        name = "python3"                            # as jupyter_client's KernelManager maps it
     try:
         spec = KernelSpecManager().get_kernel_spec(name)
     except NoSuchKernel:
