@@ -187,3 +187,26 @@ def test_reading_case_reads_the_cells_that_define_the_objects(tmp_path, capsys):
     linecache.cache[name] = (len(fine), None, fine.splitlines(True), name)
     exec(compile(fine, name, "exec"), namespace)
     assert reading_case(LAUNCHER, namespace["softmax"])() == ("nothing refused", "nothing refused", True)
+
+
+def test_frames_code_and_tracebacks_are_never_reachable_whatever_the_rules():
+    """With any attribute of values allowed, a generator's frame led to its caller's globals (the host's,
+    importlib among them): those attributes are refused whatever an exercise allows."""
+    walk = """
+    def g():
+        yield 1
+
+    def peek():
+        gen = g()
+        return gen.gi_frame.f_back.f_globals["importlib"]
+    """
+    got = found(LOOP, walk)
+    assert any(".gi_frame" in f and "never allowed" in f for f in got), got
+    for attr in ("f_back", "f_globals", "tb_frame", "co_consts"):
+        assert found(LOOP, f"def f(e):\n    return e.{attr}\n"), attr
+
+
+def test_typing_offers_its_type_names_not_the_evaluator_of_annotations():
+    assert found(LOOP, "import typing\nx: typing.Optional[int] = None\n") == []
+    got = found(LOOP, "import typing\ndef h(x: 'print(1)'):\n    pass\ntyping.get_type_hints(h)\n")
+    assert any("typing.get_type_hints" in f for f in got), got

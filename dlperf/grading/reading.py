@@ -25,7 +25,8 @@ What :func:`read` checks, for every node of every cell:
   ``compile``, ``__import__``, ``globals``, ``locals``, ``open``, ``type``, ``object``... are never
   allowed: with them a name can be spelled as a string;
 * **attributes of values** (locals, call results, subscripts): never a special name (``__x__``;
-  ``super().__init__`` is allowed), never a private one (``_x``) except ``self._x`` inside a method
+  ``super().__init__`` is allowed), never one that reaches frames or code (``gi_frame``, ``f_back``,
+  ``f_globals``, ``tb_frame``, ``co_*``: :data:`NEVER_ATTRIBUTES`), never a private one (``_x``) except ``self._x`` inside a method
   of a class the cells define when those classes set or define ``_x``; and, when
   ``Rules.attributes`` is given, only those names and the names the cells' own classes define;
 * **definitions**: decorators only from ``Rules.decorators``; classes only if ``Rules.classes``;
@@ -49,13 +50,21 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-__all__ = ["DEFAULT_BUILTINS", "NEVER", "STANDARD_LIBRARY", "Rules", "cells_of", "read", "reading_case"]
+__all__ = ["DEFAULT_BUILTINS", "NEVER", "NEVER_ATTRIBUTES", "STANDARD_LIBRARY", "Rules", "cells_of", "read", "reading_case"]
 
 # Builtins that spell a name as a string, reach objects' internals or the interpreter: never allowed.
 NEVER = frozenset({"getattr", "setattr", "delattr", "hasattr", "vars", "dir", "globals", "locals", "eval", "exec",
                    "compile", "__import__", "open", "breakpoint", "input", "help", "type", "object", "memoryview",
                    "id", "exit", "quit", "classmethod_descriptor", "__build_class__", "__loader__", "__spec__",
                    "__builtins__"})
+
+# Attributes that reach an interpreter's frames, code and tracebacks (RestrictedPython's INSPECT_ATTRIBUTES
+# and their kind): from a generator's frame, f_back.f_globals is the globals of whatever called it.  They are
+# public names, so an exercise that allows any attribute of values would allow them: never allowed.
+NEVER_ATTRIBUTES = frozenset({"gi_frame", "gi_code", "gi_yieldfrom", "gi_running", "cr_frame", "cr_code",
+                              "cr_await", "cr_origin", "ag_frame", "ag_code", "ag_await", "f_back", "f_globals",
+                              "f_locals", "f_builtins", "f_code", "f_trace", "f_lasti", "tb_frame", "tb_next",
+                              "tb_lasti", "func_globals", "func_code", "im_func", "im_self", "mro"})
 
 DEFAULT_BUILTINS = frozenset({
     "abs", "all", "any", "bool", "dict", "divmod", "enumerate", "filter", "float", "frozenset", "int", "isinstance",
@@ -74,7 +83,11 @@ STANDARD_LIBRARY = {
                         "collections.OrderedDict", "collections.Counter", "collections.namedtuple",
                         "operator.add", "operator.mul", "operator.sub", "operator.truediv", "operator.floordiv",
                         "operator.neg", "operator.iadd", "operator.imul", "operator.itemgetter",
-                        "dataclasses.dataclass", "dataclasses.field", "typing.*"}),
+                        "dataclasses.dataclass", "dataclasses.field",
+                        # typing's type names only: typing.get_type_hints evaluates string annotations
+                        *(f"typing.{n}" for n in ("Any", "Optional", "Union", "List", "Dict", "Tuple", "Set",
+                                                  "FrozenSet", "Sequence", "Mapping", "Iterable", "Iterator",
+                                                  "Callable", "NamedTuple", "Literal", "Deque", "DefaultDict"))}),
     "decorators": frozenset({"functools.cache", "functools.lru_cache", "functools.wraps", "dataclasses.dataclass"}),
 }
 
@@ -483,6 +496,8 @@ class _Reader:
                 pass
             elif _is_special(attr):
                 self.add(node, f"uses the special attribute .{attr} (not needed here)")
+            elif attr in NEVER_ATTRIBUTES or attr.startswith("co_"):
+                self.add(node, f"uses .{attr}, which reaches the interpreter's frames or code (never allowed)")
             elif attr.startswith("_"):
                 if not (me is not None and value is root and isinstance(root, ast.Name) and root.id == me
                         and attr in self.classes.names):
