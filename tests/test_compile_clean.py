@@ -207,6 +207,10 @@ def masked_loss(pred, target, lengths):
     run = probe.compiled(looped, "masked_loss", calls)
     assert run["error"] is None and len(run["graphs"]) == 4 and run["counters"]["unique_graphs"] == 4, run
     assert any("4 compilations" in p for p in probe.graph_problems(run, probe.shapes_of(calls), max_graphs=2))
+    stopped = probe.compiled(looped, "masked_loss", calls, stop_after=2)    # the verdict is known after 3 graphs
+    assert len(stopped["graphs"]) == 3 and len(stopped["outputs"]) == 3, stopped
+    assert any("3 compilations for the first 3 of 4" in p
+               for p in probe.graph_problems(stopped, probe.shapes_of(calls), max_graphs=2))
     marked = probe.compiled(looped, "masked_loss", calls[:2], mark_dynamic=[[0], [0], [0]])
     assert marked["error"] is not None and "Constraint" in marked["error"], marked
 

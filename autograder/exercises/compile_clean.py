@@ -225,7 +225,8 @@ def check_compiled(student: Student, reference: Any, name: str, calls: Sequence[
                    host_reads: bool = True) -> dict[str, Any]:
     """Compile ``name`` in the host, call it on ``calls``; fail unless the graphs and results keep the rules."""
     report = student.probe("compile_clean:compiled", name, [list(c) for c in calls], dynamic=dynamic,
-                           mark_dynamic=[list(d) for d in mark_dynamic] if mark_dynamic else None)
+                           mark_dynamic=[list(d) for d in mark_dynamic] if mark_dynamic else None,
+                           stop_after=max_graphs)
     problems = probe.graph_problems(report, probe.shapes_of(calls), max_graphs=max_graphs, marked=mark_dynamic,
                                     host_reads=host_reads)
     if isinstance(report, dict) and report.get("error") is not None:

@@ -37,6 +37,7 @@ import contextlib
 import inspect
 import io
 import logging
+import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -450,7 +451,7 @@ def _parameters(fn: Callable[..., Any]) -> list[str]:
 
 
 def compiled(mod: Any, name: str, calls: Sequence[Sequence[Any]], *, dynamic: bool | None = None,
-             mark_dynamic: Sequence[Sequence[int]] | None = None) -> dict[str, Any]:
+             mark_dynamic: Sequence[Sequence[int]] | None = None, stop_after: int | None = None) -> dict[str, Any]:
     """Compile ``name`` once (``fullgraph=True``, the recording backend) and call it with each ``calls[i]``.
 
     ``dynamic``: ``torch.compile``'s shape policy.  ``mark_dynamic``: for each argument position, the
@@ -458,7 +459,9 @@ def compiled(mod: Any, name: str, calls: Sequence[Sequence[Any]], *, dynamic: bo
     varying batch sizes would.  Dynamo may not fall back to running the function as Python (the
     recompilation limit is an error).  Returns ``outputs`` (one per call that ran), ``error`` (what the first
     call that failed raised, or None), ``failed_call`` (its index), ``graphs`` (:func:`describe` of each
-    compilation) and ``counters`` (Dynamo's own).  The compile caches are emptied before and after.
+    compilation) and ``counters`` (Dynamo's own).  ``stop_after``: stop calling once more than that many
+    graphs were compiled (the verdict is known; the remaining calls would only recompile).  The compile caches
+    are emptied before and after.
     """
     graphs: list[dict[str, Any]] = []
     outputs: list[Any] = []
@@ -480,6 +483,8 @@ def compiled(mod: Any, name: str, calls: Sequence[Sequence[Any]], *, dynamic: bo
                     outputs.append(fn(*args))
                 except Exception as exc:  # noqa: BLE001 - what Dynamo refused, reported as data
                     error, failed = _first_line(exc), i
+                    break
+                if stop_after is not None and len(graphs) > stop_after:
                     break
         counts = _counters()
     finally:
@@ -574,18 +579,19 @@ def graph_problems(report: Any, shapes: Sequence[Sequence[Any]], *, max_graphs: 
         return [f"torch.compile(fullgraph=True) failed: {error}"]
     problems: list[str] = []
     n = len(graphs)
+    ran = len(report["outputs"]) if isinstance(report["outputs"], list) else 0
     if n == 0:
         return ["nothing was compiled"]
     if counters.get("unique_graphs") != n or counters.get("graph_breaks") != 0:
         problems.append(f"the backend received {n} graph(s) but Dynamo's counters say {counters.get('unique_graphs')}"
                         f" graph(s) and {counters.get('graph_breaks')} break(s)")
     if n > max_graphs:
-        problems.append(f"{n} compilations for {len(shapes)} calls, at most {max_graphs} allowed: each new shape was "
-                        "traced again (a Python number taken from a size, a loop over a dimension)")
+        problems.append(f"{n} compilations for the first {ran} of {len(shapes)} calls, at most {max_graphs} allowed: "
+                        "each new shape was traced again (a Python number taken from a size, a loop over a dimension)")
     calls = [g.get("call") for g in graphs]
     if calls != sorted(calls) or calls[0] != 0 or len(set(calls)) != n:
         problems.append(f"the graphs were compiled at calls {calls}: one compilation per call that needed one")
-    for i, call_shapes in enumerate(shapes):
+    for i, call_shapes in enumerate(shapes[:ran]):
         serving = [g for g in graphs if isinstance(g.get("call"), int) and g["call"] <= i]
         if not any(_admits(g, call_shapes) for g in serving):
             problems.append(f"call {i + 1} has sizes that no graph compiled by then admits (the counts disagree with "
@@ -614,3 +620,19 @@ def graph_problems(report: Any, shapes: Sequence[Sequence[Any]], *, max_graphs: 
                         problems.append(f"argument {position + 1}'s dimension(s) {fixed} were marked dynamic but the "
                                         f"graph has fixed sizes {shape}")
     return list(dict.fromkeys(problems))
+
+
+def _warm() -> None:
+    """One tiny compile at import: Dynamo's lazy set-up (a few seconds the first time in a process) is then paid
+    once by the process that imports the probe -- the check run before any job, and so every host it forks --
+    instead of by each graded compile."""
+    def tiny(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return (x @ w).relu().sum()
+
+    try:
+        compiled(types.SimpleNamespace(forward=tiny), "forward", [[torch.ones(2, 3), torch.ones(3, 2)]])
+    except Exception:  # noqa: BLE001 - warming is an optimisation only
+        pass
+
+
+_warm()
