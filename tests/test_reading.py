@@ -210,3 +210,10 @@ def test_typing_offers_its_type_names_not_the_evaluator_of_annotations():
     assert found(LOOP, "import typing\nx: typing.Optional[int] = None\n") == []
     got = found(LOOP, "import typing\ndef h(x: 'print(1)'):\n    pass\ntyping.get_type_hints(h)\n")
     assert any("typing.get_type_hints" in f for f in got), got
+
+
+def test_a_lambda_in_a_method_keeps_the_methods_own_object():
+    code = SELF_CLASS.replace("        self._launch(None)", "        hook = lambda p: self._launch(p)\n        hook(None)")
+    assert found(LOOP, code) == []
+    other = SELF_CLASS.replace("        self._launch(None)", "        hook = lambda self: self._launch(None)")
+    assert any("._launch" in f for f in found(LOOP, other))      # a lambda's own parameter named self is not it

@@ -398,9 +398,13 @@ class _Reader:
         if isinstance(node, ast.Name):
             self.name(node, rules)
             return
-        if isinstance(node, ast.Lambda):
+        if isinstance(node, ast.Lambda):     # a lambda cannot re-bind the method's object: it keeps ``me``...
+            args = node.args
+            if me in {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+                      if a is not None}:
+                me = None                      # ...unless a parameter of its own takes the name
             for child in ast.iter_child_nodes(node):
-                self.visit(child, rules, None)
+                self.visit(child, rules, None, me)
             return
         for child in ast.iter_child_nodes(node):
             self.visit(child, rules, method_of, me)
