@@ -90,7 +90,7 @@ def test_prepare_restores_and_reports_tampering() -> None:
     job = prepared.check_job()
     assert [t["grade_id"] for t in job["tests"]] == list(course.graded_cells(ASSIGNMENT))
     assert {s["grade_id"]: s["names"] for s in job["solutions"]} == {
-        "gradscaler-unscale": ["unscale_grads_"], "gradscaler-scaler": ["GradScaler"]}
+        "gradscaler-unscale": ["unscale_grads_"], "gradscaler-scaler": ["FLOAT32_MAX", "GradScaler"]}
 
 
 def test_prepare_rejects_what_is_not_the_assignment() -> None:
