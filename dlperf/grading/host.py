@@ -186,8 +186,8 @@ class RemoteObject:
         self._host.ask({"op": "remote", "id": self._id, "method": "__exit__", "raised": kind is not None}, (), {})
         return False
 
-    def __repr__(self) -> str:
-        return f"<{self._type} on the grader's side>"
+    def __repr__(self) -> str:      # neutral: code must not tell a grader's object from an ordinary one by it
+        return f"<{self._type} object>"
 
 
 # ---------------------------------------------------------------------------------------------
