@@ -162,7 +162,7 @@ def report_text(info: dict[str, object], steps: list[Step], references: tuple[li
              f"- torch: {info.get('torch')} (CUDA {info.get('cuda')}), Python {info.get('python')}", ""]
     if not gpus:
         lines += ["**No GPU on this machine: nothing was checked.** `make gpu-check` needs a CUDA GPU that torch "
-                  "can use; run it on a GPU runner (see README, *On a GPU machine*). On this machine, "
+                  "can use; run it on a GPU runner (see book/gpu-machines.md, *On a GPU machine*). On this machine, "
                   "`make test` and `autograder doctor` check what a CPU can.", ""]
         return "\n".join(lines)
     lines += ["| step | result | seconds | log |", "| --- | --- | --- | --- |"]

@@ -268,7 +268,7 @@ def build(out: Path, python_version: str, platform_tag: str = DEFAULT_PLATFORM, 
         "left_out": left_out,
         "torch": torch or None,
         "wheels": kept,
-        "install": "WHEELHOUSE=<this folder> make setup   (or make test, make book: see README, 'On a GPU machine')",
+        "install": "WHEELHOUSE=<this folder> make setup   (or make test, make book: see book/gpu-machines.md)",
     }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest
@@ -276,7 +276,7 @@ def build(out: Path, python_version: str, platform_tag: str = DEFAULT_PLATFORM, 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                     epilog="See the module docstring (and README, 'On a GPU machine').")
+                                     epilog="See the module docstring (and book/gpu-machines.md).")
     parser.add_argument("--python-version", default=f"{sys.version_info[0]}.{sys.version_info[1]}",
                         help="the target's Python, MAJOR.MINOR (default: this Python's)")
     parser.add_argument("--platform", default=DEFAULT_PLATFORM,
