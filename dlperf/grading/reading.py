@@ -50,7 +50,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-__all__ = ["DEFAULT_BUILTINS", "NEVER", "NEVER_ATTRIBUTES", "STANDARD_LIBRARY", "Rules", "cells_of", "read", "reading_case"]
+__all__ = ["DEFAULT_BUILTINS", "NEVER", "NEVER_ATTRIBUTES", "STANDARD_LIBRARY", "Rules", "cells_of", "findings_case",
+           "read", "reading_case"]
 
 # Builtins that spell a name as a string, reach objects' internals or the interpreter: never allowed.
 NEVER = frozenset({"getattr", "setattr", "delattr", "hasattr", "vars", "dir", "globals", "locals", "eval", "exec",
@@ -522,14 +523,12 @@ def read(parts: Sequence[tuple[str, str]], rules: Rules) -> list[str]:
     return _Reader(parts, rules).run()
 
 
-def reading_case(rules: Rules, *objects: Any) -> Callable[[], tuple[Any, Any, bool]]:
-    """A :class:`~dlperf.grading.SelfCheck` case: the grader's reading of the cells that define ``objects``.
-
-    ``check.run("the grader's reading of your cells", reading_case(RULES, f, g))``; the findings
-    are printed in full above the table.
-    """
+def findings_case(find: Callable[[], Sequence[str]]) -> Callable[[], tuple[Any, Any, bool]]:
+    """A :class:`~dlperf.grading.SelfCheck` case from any reading: ``find()`` returns its findings (an exercise
+    with a rule of its own beside :func:`read` passes the same function its checker calls); they are printed
+    in full above the table."""
     def case() -> tuple[Any, Any, bool]:
-        found = read(cells_of(*objects), rules)
+        found = list(find())
         if found:
             print(f"The grader's reading of your cells refuses {len(found)} thing(s):")
             for sentence in found:
@@ -537,3 +536,11 @@ def reading_case(rules: Rules, *objects: Any) -> Callable[[], tuple[Any, Any, bo
             return f"{len(found)} refused (listed above)", "nothing refused", False
         return "nothing refused", "nothing refused", True
     return case
+
+
+def reading_case(rules: Rules, *objects: Any) -> Callable[[], tuple[Any, Any, bool]]:
+    """A :class:`~dlperf.grading.SelfCheck` case: the grader's reading of the cells that define ``objects``.
+
+    ``check.run("the grader's reading of your cells", reading_case(RULES, f, g))``.
+    """
+    return findings_case(lambda: read(cells_of(*objects), rules))

@@ -44,7 +44,7 @@ from typing import Any
 import torch
 import torch._dynamo  # noqa: F401 - imported with the probe (a warm kernel or check run pays it before a submission)
 
-from dlperf.grading.reading import Rules, cells_of, read
+from dlperf.grading.reading import Rules, cells_of, findings_case, read
 
 __all__ = ["FUNCTIONS", "HOST_READS", "RULES", "compiled", "definitions", "device_problem", "eager", "explain", "function",
            "graph_problems", "on_meta", "reading_case", "record", "refusals", "shapes_of", "step", "work_problems"]
@@ -242,15 +242,7 @@ def refusals(parts: Sequence[tuple[str, str]]) -> list[str]:
 
 def reading_case(*objects: Any) -> Callable[[], tuple[Any, Any, bool]]:
     """A :class:`~dlperf.grading.SelfCheck` case: :func:`refusals` of the cells that define ``objects``."""
-    def case() -> tuple[Any, Any, bool]:
-        found = refusals(cells_of(*objects))
-        if found:
-            print(f"The grader's reading of your cells refuses {len(found)} thing(s):")
-            for sentence in found:
-                print("  - " + sentence)
-            return f"{len(found)} refused (listed above)", "nothing refused", False
-        return "nothing refused", "nothing refused", True
-    return case
+    return findings_case(lambda: refusals(cells_of(*objects)))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -378,17 +378,9 @@ def findings(parts: Sequence[tuple[str, str]]) -> list[str]:
 
 def reading_check(*objects: Any) -> Any:
     """The self-check's case for the reading: the same as the grader's (:func:`findings`)."""
-    from dlperf.grading.reading import cells_of
+    from dlperf.grading.reading import cells_of, findings_case
 
-    def case() -> tuple[Any, Any, bool]:
-        found = findings(cells_of(*objects))
-        if found:
-            print(f"The grader's reading of your cells refuses {len(found)} thing(s):")
-            for sentence in found:
-                print("  - " + sentence)
-            return f"{len(found)} refused (listed above)", "nothing refused", False
-        return "nothing refused", "nothing refused", True
-    return case
+    return findings_case(lambda: findings(cells_of(*objects)))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from dlperf.grading.reading import Rules, cells_of, read
+from dlperf.grading.reading import Rules, cells_of, findings_case, read
 
 __all__ = ["KERNEL_RULES", "Other", "PARAMETERS", "RULES", "Recorder", "TOLERANCE", "TRAFFIC_FACTOR",
            "compare", "cuda_kernel", "intact", "kernel_names", "kernel_parameters", "kernel_source",
@@ -250,19 +250,13 @@ def reading(kernel_cell: str, launcher_cell: str | None = None) -> tuple[list[st
 
 def reading_case(kernel: Any, launcher: Any | None = None) -> Callable[[], tuple[Any, Any, bool]]:
     """A self-check case: the grader's reading of the kernel's cell (``launcher=None``) or of the launcher's."""
-    def case() -> tuple[Any, Any, bool]:
+    def find() -> list[str]:
         cells = cells_of(kernel) if launcher is None else cells_of(kernel, launcher)
         kernel_cell = cells[0][1]
         launcher_cell = None if launcher is None else (cells[1][1] if len(cells) > 1 else kernel_cell)
         k, lnc = reading(kernel_cell, launcher_cell)
-        found = k if launcher is None else lnc
-        if found:
-            print(f"The grader's reading of your cells refuses {len(found)} thing(s):")
-            for sentence in found:
-                print("  - " + sentence)
-            return f"{len(found)} refused (listed above)", "nothing refused", False
-        return "nothing refused", "nothing refused", True
-    return case
+        return k if launcher is None else lnc
+    return findings_case(find)
 
 
 # ---------------------------------------------------------------------------------------------
