@@ -395,6 +395,12 @@ def batched(tensor):
         req.wait()
     tensor.add_(buf)
 
+def flood(tensor):
+    # isend after isend of 64 MiB that no rank receives: the relay would hold them all
+    if dist.get_rank() == 0:
+        big = torch.zeros(16 * 2**20)
+        return [dist.isend(big, 1) for _ in range(12)] and None
+
 def busy():
     import threading, time
     def burn():
@@ -440,6 +446,18 @@ def test_the_group_has_no_collective(name):
     with Ranks(parts=[("<ranks>", RANKS)], n=2) as ranks:
         with pytest.raises(CheckFailed, match="is a collective operation"):
             ranks.call("collective", [(torch.ones(2), name)] * 2)
+
+
+def test_sends_that_no_rank_receives_are_bounded_in_the_relay(monkeypatch):
+    """A rank that sends far more than anyone receives ends the run with a reason, instead of growing the
+    check run's memory (the relay holds every send until its receive is posted)."""
+    from autograder.trusted import relay as relay_module
+
+    monkeypatch.setattr(relay_module, "MAX_PENDING_BYTES", 256 * 2**20)
+    with Ranks(parts=[("<ranks>", RANKS)], n=2, timeout=60) as ranks:
+        with pytest.raises(CheckFailed, match="that no rank has received"):
+            ranks.call("flood", [(ranks[r].share(torch.ones(2)),) for r in range(2)])
+        assert ranks.relay.pending_bytes <= 256 * 2**20
 
 
 def test_a_deadlock_is_reported_at_once_with_what_each_rank_waits_for():

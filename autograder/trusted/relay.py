@@ -128,6 +128,10 @@ class _Coll:
 
 
 COLLECTIVES = ("broadcast", "allreduce", "allgather", "reduce_scatter", "barrier")
+# Bytes of point-to-point sends the relay holds for receives not yet posted, all ranks together: each frame
+# is bounded by the wire, their sum by this (a rank sending what no rank receives would otherwise grow the
+# check run's memory without end).
+MAX_PENDING_BYTES = 512 * 2**20
 
 
 def _describe(sig: tuple[str, int, str, int]) -> str:
@@ -165,6 +169,7 @@ class Relay:
         self.sends: dict[tuple[int, int, int], deque[_Send]] = {}
         self.recvs: list[list[_Recv]] = [[] for _ in range(self.n)]
         self.open_sends: dict[tuple[int, int], _Send] = {}
+        self.pending_bytes = 0      # held in open sends (bounded by MAX_PENDING_BYTES)
         self.open_recvs: dict[tuple[int, int], _Recv] = {}
         self.waiting: dict[int, int] = {}            # rank -> the op id it waits for
         self.active: set[int] = set()                # ranks inside the graded call
@@ -258,6 +263,11 @@ class Relay:
                 if not 0 <= dst < self.n:
                     raise ValueError("destination")
                 data = buffers[0] if buffers else b""
+                if self.pending_bytes + len(data) > MAX_PENDING_BYTES:
+                    self._fail(f"rank {rank} sent more than {_size(MAX_PENDING_BYTES)} that no rank has received "
+                               "(every send waits in the relay until its receive is posted)")
+                    return
+                self.pending_bytes += len(data)
                 send = _Send(rank, op_id, dst, tag, data, next(self.arrivals))
                 t = self.traffic[rank]
                 t.bytes_sent += len(data)
@@ -324,6 +334,7 @@ class Relay:
 
     def _complete(self, send: _Send, recv: _Recv) -> None:
         self.open_sends.pop((send.rank, send.op_id), None)
+        self.pending_bytes -= len(send.data)
         self.open_recvs.pop((recv.rank, recv.op_id), None)
         for rank, op_id in ((send.rank, send.op_id), (recv.rank, recv.op_id)):
             if self.waiting.get(rank) == op_id:
