@@ -8,13 +8,15 @@
 #                             Python, to install there with no network: WHEELHOUSE=<folder> make test
 #   make doctor     can this machine grade? (autograder doctor: sandbox, limits, stack, GPUs, gradebook,
 #                   a timed grade of each reference solution); make doctor DOCTOR_ARGS=--gpu on a GPU runner
+#   make device-kit  .kit/device-kit.tar.xz: every wheel a lent GPU machine's image lacks, in one file
+#                    (<= 50 MB) that travels with the tree; there: bash scripts/device_check.sh SECONDS
 #   make gpu-check  the whole project's GPU check (gpu tests, doctor --gpu, sample class, book), with a
 #                   report in _build/gpu-check/report.md; says so and stops where there is no GPU
 
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup book test exercises sample-class wheelhouse doctor gpu-check clean
+.PHONY: setup book test exercises sample-class wheelhouse doctor gpu-check device-kit clean
 
 # make wheelhouse: the target's Python (MAJOR.MINOR), its platform (glibc 2.28 or newer by default),
 # the folder, what the node already has (not downloaded, resolved against: HAVE="numpy==2.5.0"),
@@ -54,6 +56,9 @@ wheelhouse:
 # The doctor installs nothing: it reports what this machine lacks (bubblewrap included).
 doctor: setup
 	@$(BIN)/python -m autograder doctor $(DOCTOR_ARGS)
+
+device-kit:
+	@python3 scripts/device_kit.py --out .kit
 
 gpu-check: setup
 	@$(BIN)/python scripts/gpu_check.py $(GPU_CHECK_ARGS)

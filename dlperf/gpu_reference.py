@@ -252,10 +252,12 @@ ABSENT = ("No GPU reference is available yet for this measurement: no build of t
 class Note:
     """What a hidden cell shows: the GPU reference of one measurement, or that there is none (HTML and text)."""
 
-    def __init__(self, text: str, source: str | None, rows: Sequence[tuple[str, str]] = ()):
+    def __init__(self, text: str, source: str | None, rows: Sequence[tuple[str, str]] = (),
+                 datasheet: str | None = None):
         self.text = text
         self.source = source
         self.rows = list(rows)
+        self.datasheet = datasheet      # the recording GPU's datasheet figures, in one sentence
 
     @property
     def available(self) -> bool:
@@ -266,6 +268,8 @@ class Note:
         if self.rows:
             body += ('<table class="dlperf-table">' + "".join(
                 f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td></tr>" for a, b in self.rows) + "</table>")
+        if self.datasheet:
+            body += f'<p class="dlperf-gpu-datasheet">{html.escape(self.datasheet)}</p>'
         if self.source:
             body += f'<p class="dlperf-gpu-source">Source: {html.escape(self.source)}.</p>'
         state = "present" if self.available else "absent"
@@ -275,7 +279,8 @@ class Note:
     def __repr__(self) -> str:
         rows = "".join(f"\n  {a}: {b}" for a, b in self.rows)
         source = f"\n  (source: {self.source})" if self.source else ""
-        return f"{TITLE}: {self.text}{rows}{source}"
+        sheet = f"\n  {self.datasheet}" if self.datasheet else ""
+        return f"{TITLE}: {self.text}{rows}{sheet}{source}"
 
 
 def _fill(template: str, values: Mapping[str, float], where: str) -> str:
@@ -314,7 +319,10 @@ def note(chapter: str, key: str, device: Any, *, sentence: str, values: Mapping[
             filled.append((label, template.format(**values_got)))
         except KeyError:
             continue
-    return Note(text, ref.source(), filled)
+    from .datasheets import lookup
+
+    sheet = lookup(ref.provenance["device"])
+    return Note(text, ref.source(), filled, sheet.sentence() if sheet else None)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -63,6 +63,11 @@ CASES = {
     "all-but-ipc+dropcaps": lambda: (unshare(ALL & ~NEWIPC, TMP), "caps"),
     "all-but-shm-tmpfs+dropcaps": lambda: (unshare(ALL, ("/tmp", "/var/tmp")), "caps"),
     "all+dropcaps+dumpable1": lambda: (unshare(ALL, TMP), "caps", "d1"),
+    # the lead of the first run: the host's own PID namespace with a /proc of its own (fresh), or an
+    # empty one (what zygote.py mounts where a host has a PID namespace)
+    "userns+mntns+pidns+freshproc": lambda: (unshare(NEWUSER | NEWNS | NEWPID, TMP), "proc"),
+    "all+freshproc+dropcaps": lambda: (unshare(ALL, TMP), "proc", "caps"),
+    "all+emptyproc+dropcaps": lambda: (unshare(ALL, TMP), "emptyproc", "caps"),
 }
 
 def run(name, setup):
@@ -84,6 +89,9 @@ def run(name, setup):
             p2 = os.fork()   # the host: after the last fork (pid 1 of a new pid namespace)
             if p2 == 0:
                 try:
+                    if "proc" in out: chk(libc.mount(b"proc", b"/proc", b"proc", 2 | 4 | 8, None), "mount proc")
+                    if "emptyproc" in out:
+                        chk(libc.mount(b"tmpfs", b"/proc", b"tmpfs", 2 | 4, b"size=4096,mode=555"), "tmpfs /proc")
                     if "caps" in out: dropcaps()
                     if "d1" in out: chk(libc.prctl(4, 1, 0, 0, 0), "d1")
                     msg = f"ok {cuda()} pid={os.getpid()}"

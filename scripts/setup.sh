@@ -72,11 +72,19 @@ if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
     exit 1
   fi
 fi
-echo "setup: installing the course package and the book and test tools"
-"${install[@]}" -e ".[book,course,test]"
-# d2l pins numpy 1.23 and matplotlib 3.7, which cannot install beside numpy 2 /
-# Python 3.12: its helpers work on a modern stack, so it comes without its pins.
-"${install[@]}" --no-deps "$D2L"
+if [ -n "$WHEELHOUSE" ] && [ -f "$WHEELHOUSE/device-kit.json" ]; then
+  # A device kit (scripts/device_kit.py) is resolved already, against the GPU image's packages, and
+  # leaves out what a GPU check never runs: every wheel goes in as it is, the course package too.
+  echo "setup: $WHEELHOUSE is a device kit: installing its wheels as resolved (--no-deps)"
+  "${install[@]}" --no-deps "$WHEELHOUSE"/*.whl
+  "${install[@]}" --no-deps --no-build-isolation -e .
+else
+  echo "setup: installing the course package and the book and test tools"
+  "${install[@]}" -e ".[book,course,test]"
+  # d2l pins numpy 1.23 and matplotlib 3.7, which cannot install beside numpy 2 /
+  # Python 3.12: its helpers work on a modern stack, so it comes without its pins.
+  "${install[@]}" --no-deps "$D2L"
+fi
 # jsonschema's optional rfc3987-syntax (pulled in by jupyter-events) builds a parser
 # grammar at import: 4 s added to every notebook kernel that imports nbformat (each
 # chapter's glue, each grading run). jsonschema works without it (that URI format

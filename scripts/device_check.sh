@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The prepared script of a lent GPU window: everything GPU in one call, nothing lost when time runs out.
+#
+#   make device-kit                      # here, once: .kit/device-kit.tar.xz (scripts/device_kit.py)
+#   device run, carry [".kit"]:  bash scripts/device_check.sh 540      # there: the whole check, <= 540 s
+#
+# On the GPU machine (its python3 ships torch; no network) it
+#   1. records the machine (nvidia-smi, the image's `pip freeze`, bubblewrap or not) and checks that every
+#      torch/triton/numpy name the project uses exists in the image's versions (scripts/api_names.py);
+#   2. installs the kit offline (WHEELHOUSE=<kit> make setup: every wheel --no-deps, resolved here) and
+#      unpacks bubblewrap from it where the image lacks bwrap;
+#   3. runs the CUDA isolation probe (which namespaces CUDA starts in: scripts/cuda_isolation_probe.py);
+#   4. grades triton_softmax's reference alone on the GPU (autograder doctor --gpu);
+#   5. side by side, on separate cores: the book built with every chapter executed on the GPU (which
+#      records the chapters' GPU reference outputs) | the gpu tests, the doctor's grade of every other
+#      reference, and gradscaler's sample class (honest and misbehaving submissions) graded on the GPU;
+#   6. triton_softmax's fixtures graded on the GPU (every wrong and correct alternative, expected scores)
+#      with the time left;
+# each step through scripts/gpu_check.py (make gpu-check), which bounds it by the time left.  Every 10 s
+# (and at the end) what was found is packed into $OUT (the device tool's folder; elsewhere
+# _build/device-out): device.log (this script's output), image-freeze.txt, api-names.json, and gpu-check.tar.gz (the
+# reports, logs, doctor JSON, sample-class grades, chapter tracebacks and recorded GPU references).
+# Where there is no GPU it still installs and runs every step, each of which says so (gpu_check exits 2).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+LIMIT=${1:-520}
+START=$(date +%s)
+OUTDIR=${OUT:-_build/device-out}
+KIT=${KIT:-.kit/device-kit.tar.xz}
+PY=${PYTHON:-python3}
+mkdir -p "$OUTDIR" _build/gpu-check
+exec > >(tee -a "$OUTDIR/device.log") 2>&1
+left() { echo $(( LIMIT - ($(date +%s) - START) )); }
+say() { echo "device-check [$(( $(date +%s) - START )) s]: $*"; }
+
+pack() {
+  # reports, logs, JSON, CSV, tracebacks, recorded references: small text files only
+  local list=_build/device-pack.txt
+  (find _build/gpu-check _build/gpu_reference _build/html/reports -type f \
+     \( -name '*.md' -o -name '*.log' -o -name '*.json' -o -name '*.csv' -o -name '*.txt' -o -name '*.html' -o -name '*.out' \) \
+     -size -4M 2>/dev/null | grep -v '/sample-class/\(submitted\|autograded\|feedback\|release\|source\)/') > "$list"
+  tar -czf "$OUTDIR/gpu-check.tar.gz.tmp" -T "$list" 2>/dev/null && mv "$OUTDIR/gpu-check.tar.gz.tmp" "$OUTDIR/gpu-check.tar.gz"
+}
+( while sleep 10; do pack; done ) &
+PACKER=$!
+trap 'kill $PACKER 2>/dev/null; pack' EXIT
+
+say "limit ${LIMIT} s; $(uname -n), $(nproc) cores"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 | sed 's/^/  nvidia-smi: /'
+"$PY" -m pip freeze > "$OUTDIR/image-freeze.txt" 2>/dev/null
+"$PY" -c 'import sys, torch, numpy; print("  python", sys.version.split()[0], sys.executable, "torch", torch.__version__,
+  "cuda", torch.version.cuda, "numpy", numpy.__version__)'
+
+# every torch/triton/numpy name the project uses, resolved in the image's versions (a few seconds)
+timeout 60 "$PY" scripts/api_names.py --json "$OUTDIR/api-names.json" 2>&1 | sed 's/^/  api names: /' | head -40
+
+# 2. the kit, offline
+if [ -f "$KIT" ]; then
+  rm -rf /tmp/device-kit && mkdir -p /tmp/device-kit
+  tar -xJf "$KIT" -C /tmp/device-kit && say "kit unpacked: $(ls /tmp/device-kit/*.whl | wc -l) wheels"
+  if ! command -v bwrap >/dev/null; then
+    deb=$(ls /tmp/device-kit/bubblewrap_*.deb 2>/dev/null | head -1)
+    if [ -n "$deb" ]; then
+      dpkg -x "$deb" /tmp/device-kit/bwrap && export PATH=/tmp/device-kit/bwrap/usr/bin:$PATH
+      say "bubblewrap from the kit: $(bwrap --version 2>&1)"
+    fi
+  else
+    say "bubblewrap: $(command -v bwrap) ($(bwrap --version 2>&1))"
+  fi
+  export WHEELHOUSE=/tmp/device-kit
+else
+  say "no kit at $KIT: make setup uses the package index (make device-kit builds the kit)"
+fi
+timeout 240 make setup PYTHON="$PY" || say "setup FAILED (exit $?)"
+.venv/bin/python -m pip check 2>&1 | sed 's/^/  pip check: /' | head -20
+
+# 3. which namespaces CUDA starts in (about 10 s)
+timeout 60 "$PY" scripts/cuda_isolation_probe.py plain userns+pidns all-but-pid+dropcaps \
+  userns+mntns+pidns+freshproc all+freshproc+dropcaps all+emptyproc+dropcaps 2>&1 | sed 's/^/  probe: /'
+
+check() {   # check NAME ARGS...: scripts/gpu_check.py bounded by the time left
+  local name=$1; shift
+  local t=$(( $(left) - 15 ))
+  if [ "$t" -le 20 ]; then say "$name: no time left"; return; fi
+  say "$name: up to $t s"
+  .venv/bin/python scripts/gpu_check.py --out "_build/gpu-check/$name" --time-limit "$t" "$@" \
+    > "_build/gpu-check/$name.out" 2>&1
+  say "$name: exit $? ($(grep -c '' "_build/gpu-check/$name.out") lines of output)"
+}
+EXERCISES=$(.venv/bin/python -c 'from autograder import course; print(",".join(a for a in course.assignments() if a != "triton_softmax"))' 2>/dev/null)
+
+# 4. the GPU exercise's reference, alone on the GPU
+check triton-reference --steps doctor --doctor-exercises triton_softmax
+# 5. the book (records the GPU references) beside the rest of the grading, on separate cores
+CORES=$(nproc)
+BOOK_CORES="0-$(( CORES * 5 / 8 - 1 ))"
+REST_CORES="$(( CORES * 5 / 8 ))-$(( CORES - 1 ))"
+pin() { if command -v taskset >/dev/null; then taskset -c "$@"; else shift; "$@"; fi; }
+pin "$BOOK_CORES" bash -c "$(declare -f left say check); START=$START LIMIT=$LIMIT; check book --steps book" &
+BOOK=$!
+pin "$REST_CORES" bash -c "$(declare -f left say check); START=$START LIMIT=$LIMIT; check grading --steps tests,doctor,sample --doctor-exercises '$EXERCISES' --sample-assignment gradscaler" &
+REST=$!
+wait $BOOK $REST
+# 6. the GPU exercise's fixtures
+check triton-fixtures --steps sample --sample-assignment triton_softmax
+for r in _build/gpu-check/*/report.md; do echo; echo "== $r"; cat "$r"; done
+say "done"
