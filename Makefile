@@ -59,6 +59,7 @@ doctor: setup
 
 device-kit:
 	@python3 scripts/device_kit.py --out .kit
+	@git describe --always --dirty --abbrev=12 > .kit/commit
 
 gpu-check: setup
 	@$(BIN)/python scripts/gpu_check.py $(GPU_CHECK_ARGS)

@@ -106,7 +106,8 @@ class Report:
         out = [head, "-" * len(head)]
         indent = name_w + 2 + 7 + 2 + 7 + 2
         for line in self.lines:
-            wrapped = textwrap.wrap(line.detail, max(40, width - indent), break_on_hyphens=False) or [""]
+            wrapped = [w for part in line.detail.split("\n")    # a detail's own lines stay lines
+                       for w in textwrap.wrap(part, max(40, width - indent), break_on_hyphens=False)] or [""]
             out.append(f"{line.check:<{name_w}}  {line.verdict:<7}  {line.seconds:>7.1f}  {wrapped[0]}")
             out += [" " * indent + rest for rest in wrapped[1:]]
         out += ["", *textwrap.wrap("verdict: " + self.verdict(), width, subsequent_indent="         ")]
@@ -529,13 +530,28 @@ def grade_reference(assignment: str, settings: Any, gpu: str | None) -> tuple[An
             else:
                 os.environ["CUDA_VISIBLE_DEVICES"] = saved
     cells: dict[str, Any] = {}
+    failures: dict[str, str] = {}
     if result.notebook:
         for cell in nbformat.reads(result.notebook, as_version=4).cells:
             if utils.is_grade(cell):
-                cells[cell.metadata.nbgrader.grade_id] = utils.determine_grade(cell)
+                grade_id = cell.metadata.nbgrader.grade_id
+                cells[grade_id] = utils.determine_grade(cell)
+                got, most = cells[grade_id]
+                if (got or 0.0) < most:
+                    failures[grade_id] = why_lost(cell)
+    result.stats["failures"] = failures
     score = sum(s or 0.0 for s, _ in cells.values())
     top = sum(m for _, m in cells.values())
     return result, score, top, cells
+
+
+def why_lost(cell: Any, limit: int = 400) -> str:
+    """What a graded cell that lost points printed: its error (``CheckFailed: ...``), else its last output line."""
+    for output in cell.get("outputs", []):
+        if output.get("output_type") == "error":
+            return f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"[:limit]
+    text = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream").strip()
+    return (text.splitlines()[-1] if text else "no error output (no points recorded)")[:limit]
 
 
 def check_reference(slot: dict[str, Any], assignment: str, settings: Any, gpus: int) -> None:
@@ -551,13 +567,15 @@ def check_reference(slot: dict[str, Any], assignment: str, settings: Any, gpus: 
     isolation = ", ".join(result.stats.get("isolation", [])) or "no student process started"
     slot["data"] = {"assignment": assignment, "requires_gpu": needs_gpu, "score": score, "max_score": top,
                     "outcome": result.outcome, "seconds": secs, "device": result.device, "isolation": isolation,
-                    "cpu_only": result.cpu_only}
+                    "cpu_only": result.cpu_only, "failures": result.stats.get("failures", {})}
     where = (f"on {result.device}" + (" (needs a GPU: graded on CPU here, as --cpu would)" if cpu else ""))
     timing = f"{secs.get('total', 0):.1f} s (student run {secs.get('student', 0):.1f} s, checks {secs.get('checks', 0):.1f} s)"
     if result.outcome != "graded" or not cells or score != top:
         per_cell = ", ".join(f"{k} {s:g}/{m:g}" for k, (s, m) in cells.items())
+        lost = "".join(f"\n{k}: {why}" for k, why in result.stats.get("failures", {}).items())
         slot.update(verdict=FAIL, detail=f"reference solution {result.outcome} {where}: {score:g}/{top:g} "
-                    f"({per_cell or 'no graded cell'}){'; ' + result.reason if result.reason else ''}; {timing}")
+                    f"({per_cell or 'no graded cell'}){'; ' + result.reason if result.reason else ''}; {timing}"
+                    f"{lost}")
     else:
         slot.update(verdict=OK, detail=f"reference solution: full marks {score:g}/{top:g} {where} in {timing}; "
                     f"student processes of its checks: {isolation}")

@@ -102,6 +102,11 @@ def _driver() -> str:
 
 
 def _commit() -> str:
+    # A copy of a working tree whose .git is not the checkout's (a lent GPU machine's copy kept the .git of
+    # an older commit, 2026-11-27) says its commit through DLPERF_COMMIT (scripts/device_check.sh: .kit/commit).
+    given = os.environ.get("DLPERF_COMMIT", "").strip()
+    if given:
+        return given
     try:
         out = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty", "--abbrev=12"],
                              capture_output=True, text=True, timeout=30)

@@ -1,34 +1,47 @@
 #!/usr/bin/env bash
-# The prepared script of a lent GPU window: everything GPU in one call, nothing lost when time runs out.
+# The prepared script of a lent GPU window: everything GPU in two calls, nothing lost when time runs out.
 #
-#   make device-kit                      # here, once: .kit/device-kit.tar.xz (scripts/device_kit.py)
-#   device run, carry [".kit"]:  bash scripts/device_check.sh 540      # there: the whole check, <= 540 s
+#   make device-kit            # here, once: .kit/device-kit.tar.xz (scripts/device_kit.py)
+#   git describe --always --dirty --abbrev=12 > .kit/commit     # here, before each window: the tree's commit
+#   there (device run, carry [".kit"]), one call each, the second at once while the machine is warm:
+#     bash scripts/device_check.sh 400 references
+#     bash scripts/device_check.sh 330 grading
+#   (bash scripts/device_check.sh SECONDS all: both parts in one call, for a machine of one's own)
 #
-# On the GPU machine (its python3 ships torch; no network) it
-#   1. records the machine (nvidia-smi, the image's `pip freeze`, bubblewrap or not) and checks that every
-#      torch/triton/numpy name the project uses exists in the image's versions (scripts/api_names.py);
-#   2. installs the kit offline (WHEELHOUSE=<kit> make setup: every wheel --no-deps, resolved here) and
-#      unpacks bubblewrap from it where the image lacks bwrap;
-#   3. runs the CUDA isolation probe (which namespaces CUDA starts in: scripts/cuda_isolation_probe.py);
-#   4. grades triton_softmax's reference alone on the GPU (autograder doctor --gpu);
-#   5. side by side, on separate cores: the book built with every chapter executed on the GPU (which
-#      records the chapters' GPU reference outputs) | the gpu tests, the doctor's grade of every other
-#      reference, and gradscaler's sample class (honest and misbehaving submissions) graded on the GPU;
-#   6. triton_softmax's fixtures graded on the GPU (every wrong and correct alternative, expected scores)
-#      with the time left;
+# On the GPU machine (its python3 ships torch; no network) every part
+#   - records the machine (nvidia-smi, the image's `pip freeze`) and checks that every torch/triton/numpy
+#     name the project uses exists in the image's versions (scripts/api_names.py);
+#   - installs the kit offline (WHEELHOUSE=<kit> make setup: every wheel --no-deps, resolved here; a warm
+#     machine keeps .venv and returns at once) and unpacks bubblewrap from it where the image lacks bwrap;
+# then the part `references`:
+#   - runs the CUDA isolation probe (which namespaces CUDA starts in: scripts/cuda_isolation_probe.py);
+#   - executes the chapters that record GPU references, one by one (scripts/gpu_references.py through
+#     gpu_check's references step), keeping each executed notebook;
+# and the part `grading`:
+#   - the gpu tests and the doctor's grade of every exercise's reference on the GPU (with why a point
+#     was lost, if one was);
+#   - triton_softmax's fixtures (the GPU exercise: every wrong and correct alternative, expected scores),
+#     then gradscaler's sample class (honest and misbehaving submissions) with the time left;
 # each step through scripts/gpu_check.py (make gpu-check), which bounds it by the time left.  Every 10 s
 # (and at the end) what was found is packed into $OUT (the device tool's folder; elsewhere
-# _build/device-out): device.log (this script's output), image-freeze.txt, api-names.json, and gpu-check.tar.gz (the
-# reports, logs, doctor JSON, sample-class grades, chapter tracebacks and recorded GPU references).
+# _build/device-out), at most 8 files: device.log (this script's output), image-freeze.txt,
+# api-names.json, and gpu-check.tar.gz (reports, logs, doctor JSON, sample-class grades and reports,
+# executed chapters, tracebacks, recorded GPU references).
+# The first window (2026-11-27, an H200) ran the book beside the grading in one call: the book reached
+# five chapters in 380 s (its DDP chapter alone 220 s) and the grading's sample class was cut short.
 # Where there is no GPU it still installs and runs every step, each of which says so (gpu_check exits 2).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LIMIT=${1:-520}
+PART=${2:-all}
+case "$PART" in references|grading|all) ;; *) echo "device-check: the part is references, grading or all, not $PART" >&2; exit 2;; esac
 START=$(date +%s)
 OUTDIR=${OUT:-_build/device-out}
 KIT=${KIT:-.kit/device-kit.tar.xz}
 PY=${PYTHON:-python3}
 mkdir -p "$OUTDIR" _build/gpu-check
+# the commit of the tree (this copy's .git may be an older one's): written here by `make device-kit`
+if [ -f .kit/commit ]; then export DLPERF_COMMIT; DLPERF_COMMIT=$(cat .kit/commit); fi
 exec > >(tee -a "$OUTDIR/device.log") 2>&1
 left() { echo $(( LIMIT - ($(date +%s) - START) )); }
 say() { echo "device-check [$(( $(date +%s) - START )) s]: $*"; }
@@ -37,7 +50,7 @@ pack() {
   # reports, logs, JSON, CSV, tracebacks, recorded references: small text files only
   local list=_build/device-pack.txt
   (find _build/gpu-check _build/gpu_reference _build/html/reports -type f \
-     \( -name '*.md' -o -name '*.log' -o -name '*.json' -o -name '*.csv' -o -name '*.txt' -o -name '*.html' -o -name '*.out' \) \
+     \( -name '*.md' -o -name '*.log' -o -name '*.json' -o -name '*.csv' -o -name '*.txt' -o -name '*.html' -o -name '*.out' -o -name '*.ipynb' \) \
      -size -4M 2>/dev/null | grep -v '/sample-class/\(submitted\|autograded\|feedback\|release\|source\)/') > "$list"
   tar -czf "$OUTDIR/gpu-check.tar.gz.tmp" -T "$list" 2>/dev/null && mv "$OUTDIR/gpu-check.tar.gz.tmp" "$OUTDIR/gpu-check.tar.gz"
 }
@@ -45,7 +58,7 @@ pack() {
 PACKER=$!
 trap 'kill $PACKER 2>/dev/null; pack' EXIT
 
-say "limit ${LIMIT} s; $(uname -n), $(nproc) cores"
+say "part ${PART}, limit ${LIMIT} s; $(uname -n), $(nproc) cores"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 | sed 's/^/  nvidia-smi: /'
 "$PY" -m pip freeze > "$OUTDIR/image-freeze.txt" 2>/dev/null
 "$PY" -c 'import sys, torch, numpy; print("  python", sys.version.split()[0], sys.executable, "torch", torch.__version__,
@@ -54,7 +67,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 # every torch/triton/numpy name the project uses, resolved in the image's versions (a few seconds)
 timeout 60 "$PY" scripts/api_names.py --json "$OUTDIR/api-names.json" 2>&1 | sed 's/^/  api names: /' | head -40
 
-# 2. the kit, offline
+# the kit, offline
 if [ -f "$KIT" ]; then
   rm -rf /tmp/device-kit && mkdir -p /tmp/device-kit
   tar -xJf "$KIT" -C /tmp/device-kit && say "kit unpacked: $(ls /tmp/device-kit/*.whl | wc -l) wheels"
@@ -74,10 +87,6 @@ fi
 timeout 240 make setup PYTHON="$PY" || say "setup FAILED (exit $?)"
 .venv/bin/python -m pip check 2>&1 | sed 's/^/  pip check: /' | head -20
 
-# 3. which namespaces CUDA starts in (about 10 s)
-timeout 60 "$PY" scripts/cuda_isolation_probe.py plain userns+pidns all-but-pid+dropcaps \
-  userns+mntns+pidns+freshproc all+freshproc+dropcaps all+emptyproc+dropcaps 2>&1 | sed 's/^/  probe: /'
-
 check() {   # check NAME ARGS...: scripts/gpu_check.py bounded by the time left
   local name=$1; shift
   local t=$(( $(left) - 15 ))
@@ -87,21 +96,18 @@ check() {   # check NAME ARGS...: scripts/gpu_check.py bounded by the time left
     > "_build/gpu-check/$name.out" 2>&1
   say "$name: exit $? ($(grep -c '' "_build/gpu-check/$name.out") lines of output)"
 }
-EXERCISES=$(.venv/bin/python -c 'from autograder import course; print(",".join(a for a in course.assignments() if a != "triton_softmax"))' 2>/dev/null)
+EXERCISES=$(.venv/bin/python -c 'from autograder import course; print(",".join(course.assignments()))' 2>/dev/null)
 
-# 4. the GPU exercise's reference, alone on the GPU
-check triton-reference --steps doctor --doctor-exercises triton_softmax
-# 5. the book (records the GPU references) beside the rest of the grading, on separate cores
-CORES=$(nproc)
-BOOK_CORES="0-$(( CORES * 5 / 8 - 1 ))"
-REST_CORES="$(( CORES * 5 / 8 ))-$(( CORES - 1 ))"
-pin() { if command -v taskset >/dev/null; then taskset -c "$@"; else shift; "$@"; fi; }
-pin "$BOOK_CORES" bash -c "$(declare -f left say check); START=$START LIMIT=$LIMIT; check book --steps book" &
-BOOK=$!
-pin "$REST_CORES" bash -c "$(declare -f left say check); START=$START LIMIT=$LIMIT; check grading --steps tests,doctor,sample --doctor-exercises '$EXERCISES' --sample-assignment gradscaler" &
-REST=$!
-wait $BOOK $REST
-# 6. the GPU exercise's fixtures
-check triton-fixtures --steps sample --sample-assignment triton_softmax
+if [ "$PART" != grading ]; then
+  # which namespaces CUDA starts in (about 10 s)
+  timeout 60 "$PY" scripts/cuda_isolation_probe.py plain userns+pidns all-but-pid+dropcaps \
+    userns+mntns+pidns+freshproc all+freshproc+dropcaps all+emptyproc+dropcaps 2>&1 | sed 's/^/  probe: /'
+  check references --steps references
+fi
+if [ "$PART" != references ]; then
+  check grading --steps tests,doctor --doctor-exercises "$EXERCISES"
+  check triton-fixtures --steps sample --sample-assignment triton_softmax
+  check gradscaler-class --steps sample --sample-assignment gradscaler
+fi
 for r in _build/gpu-check/*/report.md; do echo; echo "== $r"; cat "$r"; done
 say "done"

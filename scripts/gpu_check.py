@@ -12,7 +12,10 @@ its output kept in a log beside the report:
 4. ``book``    -- the book built with every chapter executed on the GPU
    (``scripts/build_book.py --fresh``), which records the chapters' GPU reference
    outputs into ``_build/gpu_reference/``; they are validated here and listed in
-   the report with the command that commits them.
+   the report with the command that commits them;
+5. ``references`` -- not by default: only the chapters that record GPU references, executed one by
+   one (``scripts/gpu_references.py``: each executed notebook kept, with what its cells printed), for a
+   lent GPU window too short for the whole book (``--chapters`` names some).
 
 The report, ``_build/gpu-check/report.md`` (``--out``), names the machine, the
 GPU(s), the driver, torch and CUDA, and each step's result and time; it is written
@@ -49,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-STEPS = ("tests", "doctor", "sample", "book")
+STEPS = ("tests", "doctor", "sample", "book", "references")
 NO_GPU_EXIT = 2
 
 
@@ -186,14 +189,16 @@ def report_text(info: dict[str, object], steps: list[Step], references: tuple[li
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "gpu-check", help="report and logs folder")
-    parser.add_argument("--steps", default=",".join(STEPS),
-                        help=f"which steps, in this order (default: {','.join(STEPS)})")
+    parser.add_argument("--steps", default=",".join(STEPS[:4]),
+                        help=f"which steps, in this order (default: {','.join(STEPS[:4])}; also: references)")
     parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
                         help="stop the check after this long (the step then running is reported as stopped)")
     parser.add_argument("--doctor-exercises", metavar="IDS", default=None,
                         help="the doctor grades only these references (comma-separated; default: every exercise)")
     parser.add_argument("--sample-assignment", metavar="ID", default=None,
                         help="the sample class of this assignment (default: gradscaler's, 42 submissions)")
+    parser.add_argument("--chapters", metavar="NAMES", default=None,
+                        help="the references step executes only these chapters (default: every one that records)")
     args = parser.parse_args(argv)
     wanted = list(dict.fromkeys(s for s in args.steps.split(",") if s))
     unknown = sorted(set(wanted) - set(STEPS))
@@ -223,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
         "sample": Step("sample", [py, "-m", "autograder", "sample", "--out", str(out / "sample-class"),
                                   *(["--assignment", args.sample_assignment] if args.sample_assignment else [])]),
         "book": Step("book", [py, "scripts/build_book.py", "--fresh"]),
+        "references": Step("references", [py, "scripts/gpu_references.py", "--out", str(out / "references"),
+                                          *(["--chapters", args.chapters] if args.chapters else [])]),
     }
     steps = [commands[name] for name in wanted]
     built = ROOT / "_build" / "gpu_reference"
@@ -241,9 +248,17 @@ def main(argv: list[str] | None = None) -> int:
         run_step(step, out, left)
         if step.name == "book":
             if built.is_dir():
-                shutil.copytree(built, references)
+                shutil.copytree(built, references, dirs_exist_ok=True)
             found = recorded_references(references)
             errors = chapter_errors(reports, out)
+        if step.name == "references":
+            executed = out / "references"
+            if (executed / "gpu_reference").is_dir():
+                shutil.copytree(executed / "gpu_reference", references, dirs_exist_ok=True)
+            found = recorded_references(references)
+            summary = executed / "summary.json"
+            errors += [f"{e['chapter']}: {e['error']} (references/{e['chapter']}.ipynb)"
+                       for e in (json.loads(summary.read_text()) if summary.is_file() else []) if not e["executed"]]
         report.write_text(report_text(info, steps, found, when, errors, finished=False))
     report.write_text(report_text(info, steps, found, when, errors))
     print(f"\ngpu-check: report {report}\n")

@@ -176,3 +176,22 @@ def test_make_doctor_and_gpu_check_are_in_the_makefile():
     assert re.search(r"^doctor: setup\n\t@\$\(BIN\)/python -m autograder doctor", makefile, flags=re.M)
     assert re.search(r"^gpu-check: setup\n\t@\$\(BIN\)/python scripts/gpu_check.py", makefile, flags=re.M)
     assert Path(ROOT / "scripts" / "gpu_check.py").is_file()
+
+
+def test_a_lost_point_says_why_on_its_own_line():
+    """A reference that loses points on a GPU runner (2026-11-27: four did) must say why, not only '8/10'."""
+    import nbformat
+
+    from autograder.doctor import why_lost
+
+    cell = nbformat.v4.new_code_cell("hidden tests")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="checking\n"),
+                    nbformat.v4.new_output("error", ename="CheckFailed", evalue="k=2 on cuda:0: wrong sum",
+                                           traceback=[])]
+    assert why_lost(cell) == "CheckFailed: k=2 on cuda:0: wrong sum"
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="a\nthe last line\n")]
+    assert why_lost(cell) == "the last line"
+    line = Line("grade allreduce", FAIL, "reference solution graded: 8/10 (...)\nallreduce-sum-test-values: "
+                "CheckFailed: k=2 on cuda:0: wrong sum")
+    text = Report([line], 1, True, host="gpu1").table(width=100)
+    assert any(row.strip().startswith("allreduce-sum-test-values: CheckFailed") for row in text.splitlines())

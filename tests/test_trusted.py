@@ -632,3 +632,27 @@ def _alive(pid):
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_every_name_an_exercise_switches_off_exists_in_the_courses_torch():
+    """A name a library version lacks is skipped where the check runs (``present``): torch 2.11 lacks some of
+    2.13's private pipelining helpers, and resolving them kept every host of pipeline_schedule from starting
+    on a GPU machine.  Here, with the course's own torch, every name must exist: a misspelt one fails this
+    test instead of being skipped."""
+    import importlib
+    import json
+    import re
+    from pathlib import Path
+
+    from autograder.trusted.student import present
+
+    names = set()
+    for module in ("pipeline_schedule", "ring_allreduce"):
+        names |= set(importlib.import_module(f"autograder.exercises.{module}").FORBID)
+    for path in (Path(__file__).resolve().parents[1] / "solutions").glob("*/*.ipynb"):
+        for cell in json.loads(path.read_text())["cells"]:
+            for listed in re.findall(r"forbid=\[([^\]]*)\]", "".join(cell["source"])):
+                names |= set(re.findall(r"[\"']([\w.]+)[\"']", listed))
+    assert len(names) > 10 and "torch.amp.GradScaler" in names
+    assert sorted(present(sorted(names))) == sorted(names)
+    assert present(["torch.amp.GradScaler", "torch.no_such_thing", "no_such_module.f"]) == ["torch.amp.GradScaler"]
