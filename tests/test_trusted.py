@@ -40,6 +40,10 @@ def double(x):
 def add_one(t):
     t.add_(1)
 
+def add_one_each(ts):
+    for t in ts:
+        t.add_(1)
+
 def rebind(t):
     t = t + 1
     return t
@@ -145,6 +149,20 @@ def test_shared_memory_shows_what_was_written_into_it_and_nothing_else(student):
     _, report = student.call("replace_storage", replaced, _report=True)
     assert replaced.read().tolist() == [0.0] * 4                    # t.data = ... writes nothing into it
     assert report.contents[0][0].tolist() == [1.0] * 4              # though the object reads as changed
+
+
+def test_a_tensor_sent_as_a_value_is_reported_even_where_a_freed_shared_one_had_its_id(student):
+    # The host knew shared tensors by id() alone, and ids are reused once a tensor is freed: after some calls
+    # with shared tensors, a tensor sent as a value (a CUDA replica; here a CPU one, sent the same way)
+    # could be reported as None ("lives in the grader's memory"), and the allreduce and gradscaler checks
+    # of CUDA cases failed for the reference solutions on an H200.
+    for step in range(60):
+        shared = student.share(torch.zeros(2))
+        value = torch.full((3,), float(step))
+        _, report = student.call("add_one_each", [shared, value], _report=True)
+        assert report.objects[0] is None and shared.read().tolist() == [1.0, 1.0]
+        assert type(report.objects[1]) is torch.Tensor, f"call {step}: the value tensor was reported as shared"
+        assert report.objects[1].tolist() == [step + 1.0] * 3
 
 
 def test_a_view_of_shared_memory_writes_through_to_its_base(student):

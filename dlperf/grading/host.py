@@ -44,6 +44,7 @@ import socket
 import sys
 import traceback
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -223,7 +224,9 @@ class Host:
         self.regions: dict[int, tuple[mmap.mmap, torch.Tensor]] = {}
         self.remotes: dict[int, RemoteObject] = {}
         self.callbacks: dict[int, Callable[..., Any]] = {}
-        self.shared: set[int] = set()       # ids of tensors that live in the trusted side's memory
+        # the tensors that live in the trusted side's memory, by id, held weakly: an id is reused once its
+        # tensor is freed, and a tensor sent as a value later (a CUDA one) must not be taken for a shared one
+        self.shared: dict[int, weakref.ref[torch.Tensor]] = {}
 
     # -- values -------------------------------------------------------------------------------
 
@@ -257,8 +260,18 @@ class Host:
         tensor = flat.as_strided(shape, stride).detach()
         if obj.get("requires_grad"):
             tensor.requires_grad_()
-        self.shared.add(id(tensor))
+        key = id(tensor)
+        self.shared[key] = weakref.ref(tensor, lambda ref, key=key: self._forget_shared(key, ref))
         return tensor
+
+    def _forget_shared(self, key: int, ref: weakref.ref[torch.Tensor]) -> None:
+        if self.shared.get(key) is ref:
+            del self.shared[key]
+
+    def is_shared(self, tensor: torch.Tensor) -> bool:
+        """Whether ``tensor`` itself (not a later object with a freed one's id) lives in the trusted side's memory."""
+        ref = self.shared.get(id(tensor))
+        return ref is not None and ref() is tensor
 
     def _remote(self, obj: dict[str, Any]) -> RemoteObject:
         rid = int(obj["id"])
@@ -384,7 +397,7 @@ class Host:
             # What the caller would see afterwards: the tensor objects it passed (None for those in the
             # trusted side's memory, which it reads itself), and what its argument lists hold now.
             enc = wire.Encoder(special=self._special, fallback=wire.opaque, buffers=bufs)
-            reply["objects"] = [None if id(t) in self.shared else enc.encode(t) for t in given]
+            reply["objects"] = [None if self.is_shared(t) else enc.encode(t) for t in given]
             reply["contents"] = enc.encode([list(args), dict(kwargs)])
         self.chan.send(reply, bufs)
 
