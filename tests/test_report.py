@@ -409,7 +409,13 @@ def test_module_examples():
     """The examples in the module's docstrings (not collected otherwise: ``autograder`` is outside testpaths)."""
     import doctest
 
+    import importlib
+    import pkgutil
+
     import autograder.report
 
-    result = doctest.testmod(autograder.report)
-    assert result.attempted >= 7 and result.failed == 0
+    attempted = failed = 0
+    for info in pkgutil.iter_modules(autograder.report.__path__):
+        result = doctest.testmod(importlib.import_module(f"autograder.report.{info.name}"))
+        attempted, failed = attempted + result.attempted, failed + result.failed
+    assert attempted >= 7 and failed == 0
