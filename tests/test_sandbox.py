@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import sandbox
+from autograder import cgroups, sandbox
 from autograder.sandbox import Limits, Sandbox, SandboxUnavailable
 
 MiB = 2**20
@@ -102,7 +102,7 @@ def course(outside: Path) -> Path:
 @pytest.fixture
 def no_cgroups(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Pretend this machine has no cgroup file system: the rlimit fallback."""
-    monkeypatch.setattr(sandbox, "CGROUP_ROOT", tmp_path / "no-cgroup-here")
+    monkeypatch.setattr(cgroups, "CGROUP_ROOT", tmp_path / "no-cgroup-here")
 
 
 def require_cgroups(box: Sandbox) -> None:
@@ -438,7 +438,7 @@ def test_fork_bomb_is_bounded_and_killed(tmp_path: Path, mode: str, monkeypatch:
     if mode == "rlimit":
         if os.geteuid() != 0:
             pytest.skip("RLIMIT_NPROC counts all the caller's processes: not tried on a user's machine")
-        monkeypatch.setattr(sandbox, "CGROUP_ROOT", tmp_path / "no-cgroup-here")
+        monkeypatch.setattr(cgroups, "CGROUP_ROOT", tmp_path / "no-cgroup-here")
     marker = f"forkbomb-{uuid.uuid4().hex}"
     limit = 24
     started = time.monotonic()
@@ -480,7 +480,7 @@ while True:
 @pytest.mark.parametrize("mode", ["cgroup", "rlimit"])
 def test_kill_ends_processes_that_ignore_sigterm(tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if mode == "rlimit":
-        monkeypatch.setattr(sandbox, "CGROUP_ROOT", tmp_path / "no-cgroup-here")
+        monkeypatch.setattr(cgroups, "CGROUP_ROOT", tmp_path / "no-cgroup-here")
     marker = f"stubborn-{uuid.uuid4().hex}"
     with Sandbox(tmp_path / "job") as box:
         if mode == "cgroup":
@@ -588,8 +588,8 @@ def test_cgroup_v2_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     (own / "cgroup.subtree_control").mkdir()  # unwritable, as a group with processes refuses (EBUSY)
     self_cgroup = tmp_path / "self-cgroup"
     self_cgroup.write_text("0::/grader.slice/grader.scope\n")
-    monkeypatch.setattr(sandbox, "CGROUP_ROOT", root)
-    monkeypatch.setattr(sandbox, "PROC_SELF_CGROUP", self_cgroup)
+    monkeypatch.setattr(cgroups, "CGROUP_ROOT", root)
+    monkeypatch.setattr(cgroups, "PROC_SELF_CGROUP", self_cgroup)
 
     groups = sandbox._Cgroups.create("dlperf-t", Limits(memory_bytes=512 * MiB, processes=17))
     assert groups is not None and groups.version == "cgroup-v2"
