@@ -20,10 +20,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .sandbox import Limits
 
 log = logging.getLogger("autograder.sandbox")
 
@@ -116,7 +114,7 @@ class _Cgroups:
     final_stats: dict[str, Any] | None = field(default=None, repr=False)
 
     @classmethod
-    def create(cls, name: str, limits: Limits) -> _Cgroups | None:
+    def create(cls, name: str, limits: Any) -> _Cgroups | None:   # limits: an autograder.sandbox.Limits
         """Make the job's groups with its limits; ``None`` where cgroups cannot be written here."""
         if (CGROUP_ROOT / "cgroup.controllers").is_file():
             parent = _v2_parent()
@@ -142,7 +140,7 @@ class _Cgroups:
             return None
         return groups
 
-    def _set_limits(self, limits: Limits) -> None:
+    def _set_limits(self, limits: Any) -> None:
         memory = str(limits.memory_bytes)
         if self.version == "cgroup-v2":
             group = self.dirs["unified"]

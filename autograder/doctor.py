@@ -644,8 +644,9 @@ def diagnose(*, db_url: str, settings: Any, gpu_required: bool = False, exercise
 
 
 def run_doctor(args: argparse.Namespace) -> int:
-    """``autograder doctor`` (options resolved by :func:`autograder.cli.resolve`)."""
-    from .cli import _db_url, _settings
+    """``autograder doctor`` (options resolved by :func:`autograder.options.resolve`)."""
+    from .options import db_url as _db_url
+    from .options import settings as _settings
 
     settings = _settings(args)
     exercises = None if args.exercises is None else [e for e in args.exercises.split(",") if e]

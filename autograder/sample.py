@@ -22,7 +22,7 @@ import shutil
 import textwrap
 import zipfile
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -327,13 +327,15 @@ def compare(samples: Sequence[Sample], records: Sequence[dict[str, Any]]) -> lis
     return problems
 
 
-def grade_sample(args: argparse.Namespace) -> int:
+def grade_sample(args: argparse.Namespace, autograder: Callable[[list[str]], int]) -> int:
     """``autograder sample``: build, collect, grade, report, compare.
+
+    ``autograder``: the instructor's command (:func:`autograder.cli.main`), through which the sample class
+    is graded, its feedback returned and its grades exported, as an instructor would.
 
     ``--assignment`` names one assignment, several (comma-separated) or ``all`` (every exercise of the
     course): several are collected one by one and graded in one run (``autograder grade A B C``).
     """
-    from . import cli
     from .collect import collect_files
 
     root = Path(args.out).resolve()
@@ -359,12 +361,12 @@ def grade_sample(args: argparse.Namespace) -> int:
                f"--processes={args.processes}"]
     grading += ["--cpu"] * args.cpu + ["--no-sandbox"] * args.no_sandbox + ["--cpu-workers"] * args.cpu_workers
     grading += [f"--workers={args.workers}"] if args.workers else []
-    status = cli.main(base + ["grade", *names, *grading])
+    status = autograder(base + ["grade", *names, *grading])
     if status:
         return status
     for assignment in names:
-        cli.main(base + ["feedback", assignment])
-    cli.main(base + ["export", "--to", str(root / "grades.csv")])
+        autograder(base + ["feedback", assignment])
+    autograder(base + ["export", "--to", str(root / "grades.csv")])
     from .gradebook import Writer
 
     problems = []
