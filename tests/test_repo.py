@@ -58,3 +58,59 @@ def test_readme_commands_and_ci():
     readme = (ROOT / "README.md").read_text()
     assert "make book" in readme and "make test" in readme
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def _module_imports(package: str) -> dict[str, set[str]]:
+    """Every module of ``package`` (dotted names) and the modules of the package it imports, anywhere in it
+    (module level or inside functions: a lazy import still ties the two modules together)."""
+    import ast
+
+    names = {}
+    for path in (ROOT / package).rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    edges: dict[str, set[str]] = {name: set() for name in names}
+
+    def owner(dotted: str) -> str | None:      # the module of the package that defines ``dotted``
+        while dotted and dotted not in names:
+            if "." not in dotted:
+                return None
+            dotted = dotted.rsplit(".", 1)[0]
+        return dotted
+
+    for name, path in names.items():
+        here = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = here
+                for _ in range(max(0, node.level - 1)):
+                    base = base.rsplit(".", 1)[0]
+                module = (f"{base}.{node.module}" if node.module else base) if node.level else (node.module or "")
+                targets = [f"{module}.{a.name}" if f"{module}.{a.name}" in names else module for a in node.names]
+            else:
+                continue
+            for target in targets:
+                found = owner(target)
+                if found and found != name:
+                    edges[name].add(found)
+    return edges
+
+
+def test_no_import_cycle_between_the_modules_of_the_library_and_the_autograder():
+    """One home per concept: no two modules that need each other (a package's __init__ re-exporting its own
+    modules is not a cycle)."""
+    for package in ("autograder", "dlperf"):
+        edges = _module_imports(package)
+        seen: list[list[str]] = []
+        for start in edges:
+            stack = [(start, [start])]
+            while stack:
+                node, path = stack.pop()
+                for nxt in edges[node]:
+                    if nxt == start:
+                        seen.append(path)
+                    elif nxt not in path and len(path) < 12:
+                        stack.append((nxt, path + [nxt]))
+        assert not seen, f"{package}: import cycles: " + "; ".join(" -> ".join(c + [c[0]]) for c in seen[:5])
