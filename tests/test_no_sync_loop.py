@@ -328,3 +328,22 @@ def test_the_observations_that_do_not_run_in_the_students_process_tell_the_fixtu
         assert seen["syncs"]["events"] > 1
     else:
         assert (refused or meta_fails) == loses, (refused, meta_fails)
+
+
+def test_on_a_gpu_the_summary_says_where_pytorch_reported_each_synchronisation(monkeypatch):
+    # The CUDA path without a GPU: PyTorch's debug mode replaced by warnings of its text. A GPU run in which the
+    # reference solution's count differed between the grader's process and the student's said nothing of where.
+    import warnings
+    modes = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", modes.append)
+    with probe.SyncCounter("cuda") as syncs:
+        for _ in range(2):
+            warnings.warn("called a synchronizing CUDA operation", UserWarning)
+        warnings.warn("something else", UserWarning)
+    summary = syncs.summary()
+    assert modes == ["warn", "default"]
+    assert summary["cuda_warnings"] == 2 and summary["events"] == 0
+    (place, count), = summary["cuda_where"].items()
+    assert count == 2 and place.startswith("test_no_sync_loop.py:")
+    assert set(_count(lambda: None)) == {"events", "kinds", "cuda_warnings"}   # the CPU summary as before

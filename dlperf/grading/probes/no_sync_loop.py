@@ -59,6 +59,7 @@ right answer.
 from __future__ import annotations
 
 import ast
+import os
 import warnings
 import weakref
 from collections import Counter
@@ -168,6 +169,7 @@ class SyncCounter:
         self.device = torch.device(device)
         self.kinds: Counter[str] = Counter()
         self.cuda_warnings: int | None = None
+        self.cuda_where: dict[str, int] = {}
         self._host: dict[int, weakref.ref[torch.Tensor]] = {}
         self._depth = 0          # inside an outermost torch call
         self._handled = False    # that call has been counted (or is a read of a host copy)
@@ -280,11 +282,19 @@ class SyncCounter:
         if self.device.type == "cuda":
             torch.cuda.set_sync_debug_mode("default")
             self._warnings.__exit__(*exc)
-            self.cuda_warnings = sum("synchroniz" in str(w.message) for w in self._caught)
+            caught = [w for w in self._caught if "synchroniz" in str(w.message)]
+            self.cuda_warnings = len(caught)
+            # where each reported synchronisation was made (the Python line that called into torch), so that a
+            # count that differs between two processes says which operation made the difference
+            places = Counter(f"{os.path.basename(str(w.filename))[-60:]}:{w.lineno}" for w in caught)
+            self.cuda_where = dict(places.most_common(8))
 
     def summary(self) -> dict[str, Any]:
         """Plain data: the count, the count of each kind, and PyTorch's own count on a GPU."""
-        return {"events": self.events, "kinds": dict(self.kinds), "cuda_warnings": self.cuda_warnings}
+        summary = {"events": self.events, "kinds": dict(self.kinds), "cuda_warnings": self.cuda_warnings}
+        if self.cuda_warnings is not None:
+            summary["cuda_where"] = dict(self.cuda_where)   # on a GPU: where PyTorch reported them (file:line)
+        return summary
 
 
 # ---------------------------------------------------------------------------------------------
