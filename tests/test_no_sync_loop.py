@@ -347,3 +347,18 @@ def test_on_a_gpu_the_summary_says_where_pytorch_reported_each_synchronisation(m
     (place, count), = summary["cuda_where"].items()
     assert count == 2 and place.startswith("test_no_sync_loop.py:")
     assert set(_count(lambda: None)) == {"events", "kinds", "cuda_warnings"}   # the CPU summary as before
+
+
+def test_the_gpu_warm_up_before_the_counted_block_leaves_the_run_untouched(monkeypatch):
+    # On a GPU, train() runs a step's operations once on copies before counting, so that a fresh process's
+    # first CUDA use does not count for the student's process (the reference's count is taken in the grader's).
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    model, _, criterion, batches = probe.make_run("cpu", 3, [5, 4], 0.1)
+    before = [p.detach().clone() for p in model.parameters()]
+    probe._warm_up(model, batches)
+    assert all(p.grad is None for p in model.parameters())
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert criterion.marks == [] and criterion.alive() == []
+    with probe.SyncCounter() as syncs:      # and it is no part of what a counted block sees
+        pass
+    assert syncs.events == 0
