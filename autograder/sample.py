@@ -172,7 +172,7 @@ class Anything(float):
 '''
 
 
-def adversarial(assignment: str, course_root: Path) -> list[Sample]:
+def adversarial(assignment: str, course_root: Path, shared_pid_namespace: bool = False) -> list[Sample]:
     """Misbehaving submissions, each with the outcome and score it must get."""
     if assignment != "gradscaler":
         raise ValueError("the adversarial part of the sample class is written for gradscaler")
@@ -237,11 +237,16 @@ def adversarial(assignment: str, course_root: Path) -> list[Sample]:
                course.release_notebook(assignment).read_bytes(), ("graded",), 0.0, {k: 0.0 for k in graded},
                when=T0 + dt.timedelta(hours=1), filename=f"twice_11111_2_{ASSIGNMENT_FILE}"),
     ]
-    return samples + red_team(assignment)
+    return samples + red_team(assignment, shared_pid_namespace)
 
 
-def red_team(assignment: str) -> list[Sample]:
-    """The attacks of :mod:`autograder.redteam`, each on top of its base solution, expecting that solution's scores."""
+def red_team(assignment: str, shared_pid_namespace: bool = False) -> list[Sample]:
+    """The attacks of :mod:`autograder.redteam`, each on top of its base solution, expecting that solution's scores.
+
+    ``shared_pid_namespace``: the hosts share the check run's PID namespace (GPU workers: CUDA cannot start in
+    a namespace of their own there, book/threat-model.md), so ``kill-all`` reaches and kills its own check
+    run: recorded as crashed, 0 (seen on an H200, 2026-11-27); it still reaches nothing outside its sandbox.
+    """
     from .redteam import ATTACKS
 
     graded = course.graded_cells(assignment)
@@ -258,6 +263,11 @@ def red_team(assignment: str) -> list[Sample]:
         nb, expect = bases[attack.base]
         cell = next(c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == first)
         attacked = _edit_cell(nb, first, textwrap.dedent(attack.code).strip() + "\n\n" + cell.source)
+        if attack.name == "kill-all" and shared_pid_namespace:
+            samples.append(Sample(attack.name, "red team: kill-all where hosts share the check run's PID namespace "
+                                  "(a GPU worker): it kills its own check run, crashed, 0", _nb_bytes(attacked),
+                                  ("crashed",), 0.0, {k: 0.0 for k in expect}))
+            continue
         samples.append(Sample(attack.name, f"red team: {attack.why}", _nb_bytes(attacked), ("graded",),
                               sum(expect.values()), dict(expect)))
     return samples
@@ -270,10 +280,11 @@ def _first_solution(nb: Any) -> int:
     return len(nb.cells)
 
 
-def sample_class(assignment: str, course_root: Path, *, adversarial_part: bool = True) -> list[Sample]:
+def sample_class(assignment: str, course_root: Path, *, adversarial_part: bool = True,
+                 shared_pid_namespace: bool = False) -> list[Sample]:
     samples = honest(assignment)
     if adversarial_part:
-        samples += adversarial(assignment, course_root)
+        samples += adversarial(assignment, course_root, shared_pid_namespace)
     return samples
 
 
@@ -345,11 +356,16 @@ def grade_sample(args: argparse.Namespace, autograder: Callable[[list[str]], int
     names = course.assignments() if args.assignment == "all" else \
         [a.strip() for a in args.assignment.split(",") if a.strip()]
     classes: dict[str, list[Sample]] = {}
+    from .trusted.zygote import gpu_visible
+
+    # GPU workers' hosts share the check run's PID namespace (CUDA starts in no other here)
+    shared = not (args.cpu or args.cpu_workers) and gpu_visible()
     for assignment in names:
         # The misbehaving submissions are written for gradscaler; another assignment's sample class is its
         # honest fixtures (reference, stub, wrong submissions), each with its stated scores.
         adversarial_part = assignment == "gradscaler"
-        samples = classes[assignment] = sample_class(assignment, root, adversarial_part=adversarial_part)
+        samples = classes[assignment] = sample_class(assignment, root, adversarial_part=adversarial_part,
+                                                     shared_pid_namespace=shared)
         if not adversarial_part:
             print(f"sample class of {assignment}: its fixtures only (the misbehaving submissions are gradscaler's)")
         export = write_export(samples, root / (f"lms-export-{assignment}.zip" if len(names) > 1 else "lms-export.zip"))

@@ -537,3 +537,15 @@ def test_inputs_read_out_of_one_feedback_do_not_help_the_next_submission(tmp_pat
         record = {r["student"]: r for r in writer.records("allreduce")}["mallory"]
     assert record["cells"]["allreduce-sum-test-values"]["score"] == 0
     assert record["cells"]["allreduce-sum-test-dtypes"]["score"] == 0
+
+
+def test_kill_all_is_expected_to_crash_its_own_check_run_where_hosts_share_its_pid_namespace() -> None:
+    """On a GPU worker the hosts share the check run's PID namespace (CUDA starts in no other there): kill-all
+    kills its own check run (an H200, 2026-11-27: crashed, 0/10); elsewhere it reaches only itself."""
+    alone = {s.student: s for s in sample.red_team(ASSIGNMENT)}
+    shared = {s.student: s for s in sample.red_team(ASSIGNMENT, shared_pid_namespace=True)}
+    assert alone["kill-all"].outcomes == ("graded",) and alone["kill-all"].score == 10
+    assert shared["kill-all"].outcomes == ("crashed",) and shared["kill-all"].score == 0
+    assert set(shared["kill-all"].cells.values()) == {0.0}
+    assert {k: (v.outcomes, v.score) for k, v in alone.items() if k != "kill-all"} == \
+           {k: (v.outcomes, v.score) for k, v in shared.items() if k != "kill-all"}
