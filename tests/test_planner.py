@@ -31,7 +31,8 @@ def test_activation_bytes():
 
 
 def test_plan_worked_by_hand():
-    st = PL.Strategy(dp=2, tp=2, pp=2, zero=0, micro_batch=1, sequence_parallel=False, recompute="none")
+    st = PL.Strategy(dp=2, tp=2, pp=2, zero=0, micro_batch=1, sequence_parallel=False,
+                     recompute="none", reduce_dtype="bf16")
     r = PL.plan(TINY, st, batch_sequences=8, mfu=0.5)
     assert r.feasible and r.gpus == 8 and r.microbatches == 4          # 8 sequences / 2 replicas / 1 per micro-batch
     # first stage: 2 layers with their matrices halved (norms whole), half of the embedding
@@ -59,10 +60,52 @@ def test_infeasible_plans_say_why():
 
 
 def test_zero3_sends_three_halves_of_ddp():
-    ddp = PL.plan(TINY, PL.Strategy(dp=4, zero=0), batch_sequences=8)
-    fsdp = PL.plan(TINY, PL.Strategy(dp=4, zero=3), batch_sequences=8)
+    ddp = PL.plan(TINY, PL.Strategy(dp=4, zero=0, reduce_dtype="bf16"), batch_sequences=8)
+    fsdp = PL.plan(TINY, PL.Strategy(dp=4, zero=3, reduce_dtype="bf16"), batch_sequences=8)
     assert fsdp.sent_bytes["data"] == pytest.approx(1.5 * ddp.sent_bytes["data"])
     assert fsdp.memory.model_state == pytest.approx(16 * TINY.params / 4)
+
+
+def test_reduce_dtype_bytes_and_memory():
+    P, d = 1000.0, 4
+    for zero in (0, 1, 2, 3):       # 16-bit reduction: the memory chapter's closed form
+        assert sum(PL.data_parallel_bytes(P, d, zero, reduce_dtype="bf16")) == pytest.approx(
+            M.zero_communication_bytes(P, d, zero))
+    # float32 gradients: DDP 2 (d-1)/d 4P; ZeRO-1/2 (d-1)/d (4P + 2P); FSDP (d-1)/d (4P + 2 x 2P),
+    # the 2 S = 8P (whole tensors) that the memory chapter's fsdp-bf16 run (reduce_dtype=float32)
+    # recorded
+    assert PL.data_parallel_bytes(P, d, 0) == (2 * 3 / 4 * 4 * P, 0.0)
+    assert PL.data_parallel_bytes(P, d, 1) == (3 / 4 * 4 * P, 3 / 4 * 2 * P)
+    assert sum(PL.data_parallel_bytes(P, d, 3)) == 3 / 4 * 8 * P
+    with pytest.raises(ValueError):
+        PL.data_parallel_bytes(P, d, 1, reduce_dtype="fp8")
+    # the gradients are held as they are reduced: ZeRO-1 keeps 2 + 4 + 12/d bytes per parameter
+    bf = PL.plan(TINY, PL.Strategy(dp=4, zero=1, reduce_dtype="bf16"), batch_sequences=8)
+    fp = PL.plan(TINY, PL.Strategy(dp=4, zero=1), batch_sequences=8)
+    assert fp.memory.grads == 2 * bf.memory.grads == 4 * TINY.params
+    assert fp.memory.model_state == pytest.approx((2 + 4 + 12 / 4) * TINY.params)
+    assert fp.sent_bytes["data"] == pytest.approx(1.5 * bf.sent_bytes["data"])
+
+
+def test_exposed_data_parallel_time_by_hand():
+    # slow network: 8 sequences, DP 2, micro-batches of 1: m = 4; the last one's backward is
+    # 4/6 of compute / 4
+    hw = PL.Hardware("toy", flops=1e6, memory=1e9, intra_node=1e3, network=1e3, gpus_per_node=8)
+    r = PL.plan(TINY, PL.Strategy(dp=2, zero=1), batch_sequences=8, hardware=hw, mfu=1.0)
+    grads, params = PL.data_parallel_bytes(TINY.params, 2, 1)
+    window = r.compute_s / 4 * 4 / 6
+    assert r.data_exposed_s == pytest.approx(max(0.0, grads / 1e3 - window) + params / 1e3)
+    assert r.step_with_data_s == pytest.approx(r.step_s + r.data_exposed_s)
+    # full recomputation: the backward pass (with the forward run again) is 6P of the 8P per token
+    full = PL.plan(TINY, PL.Strategy(dp=2, zero=1, recompute="full"), batch_sequences=8, hardware=hw,
+                   mfu=1.0)
+    window = full.compute_s / 4 * 6 / 8
+    assert full.data_exposed_s == pytest.approx(max(0.0, grads / 1e3 - window) + params / 1e3)
+    # a fast network hides the gradients entirely; the parameter all-gather stays exposed
+    fast = PL.plan(TINY, PL.Strategy(dp=2, zero=1), batch_sequences=8, hardware=PL.A100_80GB,
+                   mfu=1e-6)
+    assert fast.data_exposed_s == pytest.approx(params / PL.A100_80GB.network)
+    assert PL.plan(TINY, PL.Strategy(dp=1), batch_sequences=8).data_exposed_s == 0
 
 
 def test_gpipe_and_full_recomputation_by_hand():

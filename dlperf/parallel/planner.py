@@ -20,12 +20,21 @@ stage (the first: it also holds the token embedding):
   recomputation), each ``2 (t-1)/t`` of it; pipeline activations and gradients, ``2 s b h / t``
   each per micro-batch (Megatron's scatter/gather of the replicated activation), what an *inner*
   stage sends (the first stage sends only the activations, the last only the gradients); data
-  parallelism :func:`dlperf.memory.zero_communication_bytes` of ``P_gpu``;
+  parallelism :func:`data_parallel_bytes` of ``P_gpu``: the gradients reduced in
+  ``Strategy.reduce_dtype`` (``"fp32"`` by default, as PyTorch's DDP does with float32 weights,
+  as the memory chapter's FSDP run did, and as Megatron's distributed optimizer does with bf16
+  parameters; ``"bf16"`` gives :func:`dlperf.memory.zero_communication_bytes`), the parameters
+  gathered in 16-bit; gradients reduced in float32 are also *held* in float32 (4 bytes per
+  parameter instead of 2: Megatron-Core's "bf16 parameters, fp32 gradients, 6 + 12/d");
 * **time**: ``6 P`` FLOPs per token (``8 P`` with full recomputation; attention's ``s^2`` term
   is left out, Kaplan et al. 2020) at a given fraction of peak (MFU), stretched by the bubble
   ``(p-1)/(m+p-1)``; communication times are bytes over the link each kind uses (tensor
-  parallelism inside a node, the others over the network) and are *not* added: how much of
-  them overlaps with compute depends on the implementation.
+  parallelism inside a node, the others over the network) and are *not* added to ``step_s``: how
+  much of them overlaps with compute depends on the implementation.  :attr:`Plan.data_exposed_s`
+  is one bound on that: the gradients of a step are final only in the backward pass of its last
+  micro-batch (the others accumulate, as under DDP's ``no_sync``), so only that backward pass
+  (``4P`` of the ``6P`` FLOPs per token, ``6P`` of ``8P`` with full recomputation) can hide their
+  reduction; ZeRO's parameter all-gather, after the optimizer step, is counted as not hidden.
 
 These are estimates with stated assumptions, not measurements; their parts are checked against
 real tensors and real ranks in the memory and model-parallelism chapters.
@@ -33,9 +42,9 @@ real tensors and real ranks in the memory and model-parallelism chapters.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from ..memory import MemoryBreakdown, model_state_bytes, zero_communication_bytes
+from ..memory import MemoryBreakdown, model_state_bytes
 
 __all__ = [
     "A100_80GB",
@@ -44,6 +53,7 @@ __all__ = [
     "Plan",
     "Strategy",
     "Transformer",
+    "data_parallel_bytes",
     "layer_activation_bytes",
     "plan",
 ]
@@ -122,6 +132,7 @@ class Strategy:
     sequence_parallel: bool = True
     recompute: str = "selective"
     schedule: str = "1F1B"
+    reduce_dtype: str = "fp32"
 
     @property
     def gpus(self) -> int:
@@ -157,6 +168,27 @@ def layer_activation_bytes(seq_len: int, micro_batch: int, hidden: int, heads: i
     return sbh * (10 + 24 / t + core / t)
 
 
+REDUCE_BYTES = {"fp32": 4, "bf16": 2}
+
+
+def data_parallel_bytes(params: float, dp: int, zero: int, *,
+                        reduce_dtype: str = "fp32") -> tuple[float, float]:
+    """Bytes one rank sends per step for data parallelism, ``(gradients, parameters)``; rings.
+
+    Gradients of ``r`` bytes (``reduce_dtype``): an all-reduce, ``2 (d-1)/d r P``, without ZeRO;
+    a reduce-scatter, ``(d-1)/d r P``, with it.  16-bit parameters: none without ZeRO (every
+    replica updates its own copy); an all-gather after the step, ``(d-1)/d 2 P``, with ZeRO-1/2;
+    two (before the forward and the backward), ``2 (d-1)/d 2 P``, with ZeRO-3.  With
+    ``reduce_dtype="bf16"`` the sum is :func:`dlperf.memory.zero_communication_bytes`.
+    """
+    if reduce_dtype not in REDUCE_BYTES:
+        raise ValueError(f"reduce_dtype is one of {sorted(REDUCE_BYTES)}, got {reduce_dtype!r}")
+    share, r, P = (dp - 1) / dp, REDUCE_BYTES[reduce_dtype], float(params)
+    if zero == 0:
+        return 2 * share * r * P, 0.0
+    return share * r * P, (2 if zero == 3 else 1) * share * 2 * P
+
+
 @dataclass
 class Plan:
     """What :func:`plan` worked out, per GPU of the first pipeline stage and per training step."""
@@ -175,6 +207,12 @@ class Plan:
     sent_bytes: dict[str, float] = field(default_factory=dict)
     comm_s: dict[str, float] = field(default_factory=dict)
     hardware_memory: float = float("inf")
+    data_exposed_s: float = 0.0
+
+    @property
+    def step_with_data_s(self) -> float:
+        """``step_s`` plus the data-parallel time the last micro-batch's backward cannot hide."""
+        return self.step_s + self.data_exposed_s
 
     @property
     def fits(self) -> bool:
@@ -213,6 +251,8 @@ def plan(model: Transformer, strategy: Strategy, batch_sequences: int, hardware:
                                                             recompute=st.recompute)
     memory = model_state_bytes(params_gpu, optimizer="adam", precision="mixed", stage=st.zero, n=st.dp,
                                activations=acts)
+    grad_bytes = REDUCE_BYTES.get(st.reduce_dtype, 2)
+    memory = replace(memory, grads=memory.grads * grad_bytes / 2)  # held as they are reduced
 
     act_bytes = 2.0 * s * b * h                                     # one micro-batch's activation, 16-bit
     sent: dict[str, float] = {}
@@ -221,8 +261,10 @@ def plan(model: Transformer, strategy: Strategy, batch_sequences: int, hardware:
         sent["tensor"] = per_layer * 2 * (t - 1) / t * act_bytes * layers_here * m
     if p > 1:
         sent["pipeline"] = 2 * act_bytes / t * m
+    grads_sent, params_sent = data_parallel_bytes(params_gpu, st.dp, st.zero,
+                                                  reduce_dtype=st.reduce_dtype)
     if st.dp > 1:
-        sent["data"] = zero_communication_bytes(params_gpu, st.dp, st.zero)
+        sent["data"] = grads_sent + params_sent
     links = {"tensor": hardware.intra_node, "pipeline": hardware.network, "data": hardware.network}
     comm_s = {k: v / links[k] for k, v in sent.items()}
 
@@ -230,5 +272,9 @@ def plan(model: Transformer, strategy: Strategy, batch_sequences: int, hardware:
     flops = (8 if st.recompute == "full" else 6) * model.params * tokens / st.gpus
     compute = flops / (hardware.flops * mfu)
     bubble = (p - 1) / (m + p - 1)
+    # the backward pass: 4P of the 6P FLOPs per token (6P of 8P with the forward recomputed)
+    last_backward = compute / m * (6 / 8 if st.recompute == "full" else 4 / 6)
+    net = hardware.network
+    exposed = max(0.0, grads_sent / net - last_backward) + params_sent / net if st.dp > 1 else 0.0
     return Plan(st, st.gpus, not reasons, "; ".join(reasons), m, params_gpu, memory, bubble, flops, compute,
-                compute / (1 - bubble), sent, comm_s, hardware.memory)
+                compute / (1 - bubble), sent, comm_s, hardware.memory, exposed)
