@@ -123,3 +123,19 @@ def test_gpipe_and_full_recomputation_by_hand():
     assert r.flops_per_gpu == 8 * 2280 * 32 / 8
     sp = PL.plan(TINY, PL.Strategy(dp=2, tp=2, pp=2, zero=0, recompute="full"), batch_sequences=8)
     assert sp.memory.activations == 2 * 2 * 32
+
+
+def test_kv_heads_split_only_as_far_as_there_are_kv_heads():
+    """Review M11: with grouped-query attention's 8 KV heads, tensor parallelism over 16 ranks replicates each KV
+    head on two ranks; K and V weights then split 8 ways, not 16."""
+    model = PL.LLAMA2_70B
+    h, kv = model.hidden, model.hidden * model.kv_heads // model.heads
+    st8, st16 = PL.Strategy(dp=1, tp=8, zero=0), PL.Strategy(dp=1, tp=16, zero=0)
+    p8, p16 = PL.plan(model, st8, 16), PL.plan(model, st16, 16)
+    per_layer_kv = 2 * h * kv
+    # from 8 to 16 ranks, everything but K, V (and the replicated norms) halves; K and V stay at 1/8
+    others8 = (model.layer_params - 2 * h - per_layer_kv) / 8
+    assert p16.params_per_gpu - p8.params_per_gpu == pytest.approx(
+        model.layers * (others8 / 2 - others8) + model.embedding_params * 2 * (1 / 16 - 1 / 8), rel=1e-9)
+    uneven = PL.plan(model, PL.Strategy(dp=1, tp=12, zero=0), 12)
+    assert not uneven.feasible and "KV heads" in uneven.reason

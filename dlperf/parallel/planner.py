@@ -229,6 +229,8 @@ def plan(model: Transformer, strategy: Strategy, batch_sequences: int, hardware:
         reasons.append(f"{model.layers} layers do not split into {st.pp} stages")
     if model.heads % st.tp:
         reasons.append(f"{model.heads} heads do not split over {st.tp} ranks")
+    if st.tp > model.kv_heads and st.tp % model.kv_heads:
+        reasons.append(f"{model.kv_heads} KV heads cannot be replicated evenly over {st.tp} ranks")
     per_replica = batch_sequences / st.dp
     m = per_replica / st.micro_batch
     if per_replica < 1 or m != int(m):
@@ -240,7 +242,11 @@ def plan(model: Transformer, strategy: Strategy, batch_sequences: int, hardware:
 
     h, s, b, t, p = model.hidden, model.seq_len, st.micro_batch, st.tp, st.pp
     layers_here = model.layers / p
-    sharded_layer = (model.layer_params - 2 * h) / t + 2 * h       # norms are replicated
+    # K and V project to kv_heads heads (grouped-query attention): over more ranks than KV heads, each KV
+    # head is replicated on t / kv_heads ranks (as Megatron does), so those weights split kv_heads ways only
+    kv_weights = 2 * h * (h * model.kv_heads // model.heads)
+    sharded_layer = ((model.layer_params - 2 * h - kv_weights) / t + kv_weights / min(t, model.kv_heads)
+                     + 2 * h)                                       # norms are replicated
     params_gpu = layers_here * sharded_layer + model.embedding_params / t + (h if p == 1 else 0)
     if p == 1 and not model.tied_embeddings:
         params_gpu += model.embedding_params / t                    # both ends on the one stage
