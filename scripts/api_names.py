@@ -223,8 +223,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1])
     parser.add_argument("--json", type=Path, help="write {versions, paths: {path: {resolves, uses, ...}}} here")
-    parser.add_argument("--strict", action="store_true", help="exit 1 if any unguarded path does not resolve")
+    parser.add_argument("--strict", action="store_true", help="exit 1 if any unguarded path does not resolve (here, "
+                        "or on the GPU image by --image)")
+    parser.add_argument("--image", type=Path, default=IMAGE_RECORD,
+                        help="what a run on the GPU image found (default scripts/gpu_image_api.json): a path it lacked "
+                        "and used here without a guard is reported, without a GPU")
+    parser.add_argument("--record-image", nargs=2, type=Path, metavar=("REPORT", "OUT"),
+                        help="turn a --json report made on the GPU image into the record --image reads, and stop")
     args = parser.parse_args(argv)
+    if args.record_image:
+        made = json.loads(args.record_image[0].read_text())
+        record = {"versions": made["versions"],
+                  "resolved": sorted(p for p, e in made["paths"].items() if e["checked"] and e["resolves"]),
+                  "absent": {p: e["fails_at"] for p, e in made["paths"].items() if e["checked"] and not e["resolves"]}}
+        args.record_image[1].write_text(json.dumps(record, indent=1) + "\n")
+        print(f"recorded {len(record['resolved'])} names the image has and {len(record['absent'])} it lacks "
+              f"({', '.join(f'{k} {v}' for k, v in record['versions'].items())}) in {args.record_image[1]}")
+        return 0
     report = check(args.root)
     paths = report["paths"]
     print("versions:", ", ".join(f"{k} {v}" for k, v in report["versions"].items()))
@@ -239,9 +254,35 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {path}  (fails at {entry['fails_at']})")
             for use in entry["uses"]:
                 print(f"      {use}")
+    drift = image_drift(paths, args.image)
+    if drift is not None:
+        missing, unconfirmed, seen = drift
+        print(f"on the GPU image ({seen}): {len(missing)} path(s) it lacks used without a guard; "
+              f"{len(unconfirmed)} used here that no run there has checked yet")
+        for path in missing:
+            print(f"  LACKING ON THE GPU IMAGE: {path}")
+            for use in paths[path]["uses"]:
+                print(f"      {use}")
+        failing = {**failing, **{p: paths[p] for p in missing}}
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
     return 1 if args.strict and failing else 0
+
+
+IMAGE_RECORD = Path(__file__).resolve().parent / "gpu_image_api.json"
+
+
+def image_drift(paths: dict, record_path: Path | None) -> tuple[list[str], list[str], str] | None:
+    """Against a record of the GPU image (``--record-image``): the paths used here, unguarded, that the image
+    lacks; and the paths used here that no run on the image has checked.  None without a record."""
+    if record_path is None or not record_path.is_file():
+        return None
+    record = json.loads(record_path.read_text())
+    absent, resolved = set(record["absent"]), set(record["resolved"])
+    missing = sorted(p for p, e in paths.items() if p in absent and not e["guarded"])
+    unconfirmed = sorted(p for p in paths if p not in absent and p not in resolved)
+    seen = ", ".join(f"{k} {v}" for k, v in record["versions"].items())
+    return missing, unconfirmed, seen
 
 
 if __name__ == "__main__":

@@ -8,11 +8,13 @@ travels with the working tree in the same call as the check itself (``scripts/de
 
 1. the course is resolved for CPython 3.12 on manylinux_2_28 x86-64 against the image's pinned
    versions (``scripts/wheelhouse.py``: ``pip download`` for the target, never for this machine);
-2. what the image ships is left out where its version is recorded (the resolution used it) or its wheel
-   is large (scipy, pandas, matplotlib...: the image's own is used); a small package the image has at
-   an unrecorded version travels as resolved here (an image with markdown-it-py 4 would break a
-   myst-parser that wants 3), installed into ``.venv`` where it shadows the image's for the course
-   alone.  What a GPU check never runs is left out too
+2. torch's stack (torch, triton, numpy) is the image's: the course is resolved against its versions
+   and never ships them; what else the image ships is left to it where its wheel is large (scipy,
+   pandas, matplotlib...: the image's own is used); a small package the image has travels as resolved
+   here, installed into ``.venv`` where it shadows the image's for the course alone (the image of
+   2026-11-27 has markdown-it-py 4.2, and the book's myst-parser wants 3: resolved against every
+   version the image has, the course would not resolve at all).  What a GPU check never runs is left
+   out too
    (``NOT_ON_A_GPU_RUNNER``: the browser tests' selenium, JupyterLab and Notebook's user interfaces
    that nbgrader depends on but grading never imports, the PostgreSQL driver, the debugger and
    completion of IPython): the kit holds the wheels that the course's requirements reach without
@@ -49,7 +51,9 @@ ROOT = Path(__file__).resolve().parents[1]
 IMAGE = ROOT / "scripts" / "gpu_image.txt"
 KIT_NAME = "device-kit.tar.xz"
 MANIFEST = "device-kit.json"
-LARGE_BYTES = 2_000_000   # an image package above this is left to the image even at an unrecorded version
+LARGE_BYTES = 2_000_000   # an image package above this is left to the image (its version trusted)
+# What the course resolves against the image's own versions and never shadows: torch's stack.
+TORCH_STACK = {"torch", "triton", "numpy"}
 # Never run by the GPU check (tests -m gpu, doctor, sample class, book): left out with what only they need.
 NOT_ON_A_GPU_RUNNER = {
     "selenium": "the browser tests (tests/test_browser.py) are not GPU tests",
@@ -158,7 +162,7 @@ def build(out: Path, python_version: str = "3.12", max_mb: float = 50.0, image: 
         tmp_path = Path(tmp)
         if wheelhouse is None:
             wheelhouse = tmp_path / "wheelhouse"
-            pins = " ".join(f"{n}=={v}" for n, v in have.items() if v and n not in ("torch",))
+            pins = " ".join(f"{n}=={v}" for n, v in have.items() if v and n in TORCH_STACK and n != "torch")
             W.build(wheelhouse, python_version, have=pins)
         wheels = {W.wheel_name(p.name): p for p in sorted(wheelhouse.glob("*.whl"))}
         wanted = W.course_requirements()
@@ -166,7 +170,7 @@ def build(out: Path, python_version: str = "3.12", max_mb: float = 50.0, image: 
         # Left to the image: what it has at a version given here (the resolution used it), and what it has
         # that is large; a small package it has at a version nobody recorded travels as resolved here
         # (installed into .venv, it shadows the image's there alone: torch's own stack is always the image's).
-        image_side = {n for n in have if n in wheels and (have[n] or wheels[n].stat().st_size > LARGE_BYTES)}
+        image_side = {n for n in have if n in wheels and (n in TORCH_STACK or wheels[n].stat().st_size > LARGE_BYTES)}
         blocked = set(NOT_ON_A_GPU_RUNNER) | image_side
         needed = reachable(roots, wheels, python_version, blocked)
         needed |= {W.requirement_name(s) for s in wanted.no_deps}          # d2l, installed without its pins

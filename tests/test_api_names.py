@@ -127,3 +127,20 @@ def test_real_tree_resolves_here(tmp_path):
     assert len(report["paths"]) > 100
     gather = report["paths"]["torch.distributed.all_gather_single"]  # the name the first GPU run tripped on
     assert gather["guarded"], textwrap.shorten(str(gather), 300)
+
+
+def test_a_name_the_gpu_image_lacks_is_caught_here_without_a_gpu(tmp_path):
+    """The first GPU run failed on `dist.all_gather_single`, new in torch 2.13: the record of a run on the GPU
+    image (scripts/gpu_image_api.json, torch 2.11) lists it as lacking there, so an unguarded use fails
+    --strict here, where torch 2.13 has it; a guarded use does not."""
+    record = json.loads((ROOT / "scripts" / "gpu_image_api.json").read_text())
+    assert "torch.distributed.all_gather_single" in record["absent"] and record["versions"]["torch"].startswith("2.11")
+    (tmp_path / "dlperf").mkdir()
+    source = tmp_path / "dlperf" / "uses.py"
+    source.write_text("import torch.distributed as dist\n\ndist.all_gather_single\n")
+    out = run("--root", str(tmp_path), "--strict")
+    assert out.returncode == 1 and "LACKING ON THE GPU IMAGE: torch.distributed.all_gather_single" in out.stdout
+    assert "dlperf/uses.py:3" in out.stdout
+    source.write_text("import torch.distributed as dist\n\ngetattr(dist, 'all_gather_single', None)\n")
+    out = run("--root", str(tmp_path), "--strict")
+    assert out.returncode == 0, out.stdout

@@ -75,8 +75,8 @@ def test_a_kit_built_from_a_wheelhouse_holds_what_the_course_reaches(tmp_path, m
                     "numpy": [], "d2l": [], "big": []}.items():
         make_wheel(house, n, reqs, files={"blob": os.urandom(K.LARGE_BYTES + 1)} if n == "big" else None)
     image = tmp_path / "image.txt"
-    # numpy: pinned, left to the image; sphinx: small, at an unrecorded version: travels; big: large, left
-    image.write_text("# the image\nnumpy==2.5.2\nsphinx\nbig\n")
+    # numpy: torch's stack, left to the image; sphinx: small, travels (shadows the image's); big: large, left
+    image.write_text("# the image\nnumpy==2.5.2\nsphinx==7.0\nbig\n")
     monkeypatch.setattr(K.W, "course_requirements", lambda: K.W.Wanted(
         ["jupyter-book>=1", "nbgrader", "selenium>=4", "numpy", "big"], ["d2l==1.0"]))
     monkeypatch.setattr(K, "bubblewrap_deb", lambda dest: None)
