@@ -27,6 +27,9 @@ class Attack:
     why: str
     base: str
     code: str
+    # where hosts share the check run's PID namespace (GPU workers: CUDA starts in no other there), what a
+    # kill of everything in reach does instead: (why, outcome), every cell 0 (seen on an H200, 2026-11-27)
+    shared_pid: tuple[str, str] | None = None
 
 
 # The report an attack leaves where the student can read it: the message of an exception raised in the
@@ -299,7 +302,8 @@ ATTACKS = [
     Attack("kill-all", "the reference solution, plus code that SIGKILLs every process it can reach (kill(-1), "
            "its parent, its group) from the checks' process: it can reach only its own namespace, so it kills "
            "itself: every check fails (0), the checker is untouched (graded, not crashed)", "reference",
-           KILL_EVERYTHING),
+           KILL_EVERYTHING, shared_pid=("where hosts share the check run's PID namespace (a GPU worker): it "
+                                        "kills its own check run, crashed, 0", "crashed")),
     Attack("late-writer", "the stub, plus a forked child that writes forged answers into the channel after the "
            "real ones, an exit handler that does the same: 0", "stub", LATE_WRITER),
     Attack("race", "the stub, plus a thread that floods the channel with 'done' answers while the code runs: "

@@ -244,8 +244,8 @@ def red_team(assignment: str, shared_pid_namespace: bool = False) -> list[Sample
     """The attacks of :mod:`autograder.redteam`, each on top of its base solution, expecting that solution's scores.
 
     ``shared_pid_namespace``: the hosts share the check run's PID namespace (GPU workers: CUDA cannot start in
-    a namespace of their own there, book/threat-model.md), so ``kill-all`` reaches and kills its own check
-    run: recorded as crashed, 0 (seen on an H200, 2026-11-27); it still reaches nothing outside its sandbox.
+    a namespace of their own there, book/threat-model.md); an attack that says what it does there
+    (``Attack.shared_pid``: ``kill-all`` kills its own check run, crashed, 0) is expected to do that.
     """
     from .redteam import ATTACKS
 
@@ -263,10 +263,10 @@ def red_team(assignment: str, shared_pid_namespace: bool = False) -> list[Sample
         nb, expect = bases[attack.base]
         cell = next(c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == first)
         attacked = _edit_cell(nb, first, textwrap.dedent(attack.code).strip() + "\n\n" + cell.source)
-        if attack.name == "kill-all" and shared_pid_namespace:
-            samples.append(Sample(attack.name, "red team: kill-all where hosts share the check run's PID namespace "
-                                  "(a GPU worker): it kills its own check run, crashed, 0", _nb_bytes(attacked),
-                                  ("crashed",), 0.0, {k: 0.0 for k in expect}))
+        if shared_pid_namespace and attack.shared_pid:
+            why, outcome = attack.shared_pid
+            samples.append(Sample(attack.name, f"red team: {attack.name} {why}", _nb_bytes(attacked), (outcome,),
+                                  0.0, {k: 0.0 for k in expect}))
             continue
         samples.append(Sample(attack.name, f"red team: {attack.why}", _nb_bytes(attacked), ("graded",),
                               sum(expect.values()), dict(expect)))

@@ -64,13 +64,7 @@ def flops_per_cycle(flags: Sequence[str], dtype: str = "float32") -> tuple[int |
 
 
 def _cpu_flags() -> list[str]:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith(("flags", "Features")):
-                    return line.split(":", 1)[1].split()
-    except OSError:
-        pass
+    """The vector flags the CPU names (:func:`dlperf.sysinfo.cpu_features`, read once from ``/proc/cpuinfo``)."""
     return list(P.cpu_features()["flags"])
 
 
@@ -232,7 +226,7 @@ def memory_roofs(device: torch.device | str, dram: float, sizes: Sequence[int] =
     levels = [("DRAM" if device.type == "cpu" else "HBM", bw, text)]
     for name, rate in cache_roofs(caches, sizes, rates, cores):
         if rate > bw:
-            levels.append((name, rate, f"this page's sweep of copies" + (f", one core's rate x {cores} cores"
+            levels.append((name, rate, "this page's sweep of copies" + (f", one core's rate x {cores} cores"
                                                                            if cores > 1 else "")))
     return sorted(levels, key=lambda m: m[1])
 

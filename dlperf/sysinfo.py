@@ -102,7 +102,7 @@ def cpu_caches() -> list[CacheLevel]:
 
 
 _INTERESTING_FLAGS = (
-    "sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni",
+    "sse2", "sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni",
     "amx_tile", "amx_bf16", "amx_fp16", "asimd", "asimdhp", "sve", "sve2", "bf16",
 )
 
