@@ -4,8 +4,11 @@ Grading runs a submission twice, in two sandboxed processes, and never lets
 student code decide a score:
 
 * **the student run** executes the notebook as the student wrote it (their
-  cells, the self-checks) in a Jupyter kernel, *without* the hidden test cells:
-  its outputs are what the student sees in the feedback;
+  cells) in a Jupyter kernel, *without* the hidden test cells and without the
+  self-checks (read-only, ungraded cells whose grade id ends in ``-check``: they
+  grade nothing, the hidden tests check the same properties in the check run,
+  and the student ran them before submitting): its outputs are what the student
+  sees in the feedback, a self-check's output a note saying it was not re-run;
 * **the check run** (:mod:`autograder.checks`) is a plain Python process in which
   no student code ever runs: it executes the instructor's setup cells, binds each
   solution name to a pointer at the student's solution cell, and executes the
@@ -72,11 +75,12 @@ class Prepared:
 
     def student_run(self) -> NotebookNode:
         """The notebook the student's kernel executes: in trusted mode without the test cells (never
-        sent to it); in nbgrader mode with them, after the student's cells, as nbgrader runs it."""
+        sent to it) and without the self-checks (:func:`is_self_check`: work that grades nothing, done
+        twice); in nbgrader mode with both, as nbgrader runs it."""
         nb = copy.deepcopy(self.notebook)
         if not self.keep_tests:
             for cell in nb.cells:
-                if is_test(cell):
+                if is_test(cell) or is_self_check(cell):
                     cell.source = ""
         return nb
 
@@ -106,6 +110,19 @@ def is_test(cell: Any) -> bool:
     """A graded code cell that is not a solution: a (hidden) test cell."""
     meta = _meta(cell)
     return bool(meta.get("grade")) and not meta.get("solution") and cell.get("cell_type") == "code"
+
+
+def is_self_check(cell: Any) -> bool:
+    """A self-check: a read-only, ungraded instructor code cell whose grade id ends in ``-check`` (the
+    course's convention, checked for every exercise by ``tests/test_exercises.py``).  It runs the student's
+    code on visible cases for the student; in trusted mode the autograder does not re-run it."""
+    meta = _meta(cell)
+    return (cell.get("cell_type") == "code" and bool(meta.get("locked")) and not meta.get("grade")
+            and not meta.get("solution") and str(meta.get("grade_id", "")).endswith("-check"))
+
+
+SELF_CHECK_NOTE = ("(The self-check is not re-run when grading: the hidden tests below check the same "
+                   "properties, on other inputs, in the check run.)\n")
 
 
 def defined_names(source: str, imports: bool = True) -> set[str]:
@@ -301,6 +318,8 @@ def merge(prepared: Prepared, student_run: NotebookNode | None, checks: Mapping[
             if outputs is None:
                 outputs = [error_output("NotGraded", "the hidden tests of this cell did not run")]
             cell.outputs = [nbformat.from_dict(o) for o in outputs]
+        elif not prepared.keep_tests and is_self_check(cell):
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=SELF_CHECK_NOTE)]
         elif executed is not None and executed.cell_type == "code":
             cell.outputs = executed.outputs
             cell.execution_count = executed.execution_count

@@ -93,6 +93,30 @@ def test_prepare_restores_and_reports_tampering() -> None:
         "gradscaler-unscale": ["unscale_grads_"], "gradscaler-scaler": ["FLOAT32_MAX", "GradScaler"]}
 
 
+@pytest.mark.parametrize("assignment", course.assignments())
+def test_trusted_grading_does_not_rerun_the_self_checks(assignment: str) -> None:
+    """The self-checks (read-only, ungraded, ``-check``) are each exercise's work done twice when grading:
+    the kernel gets them blank in trusted mode, and the feedback says they were not re-run; nbgrader mode
+    runs them as nbgrader does.  Nothing else is left out: the solutions and the setup run as submitted."""
+    source, release = _nbs(assignment)
+    checks = {notebook.grade_id(c) for c in source.cells if notebook.is_self_check(c)}
+    named = {notebook.grade_id(c) for c in source.cells
+             if str(notebook.grade_id(c) or "").endswith("-check") and "SelfCheck(" in c.source}
+    assert checks and checks == named
+    submission = nbformat.writes(course.reference_submission(assignment))
+    trusted = notebook.prepare(submission, source, release, assignment)
+    run = trusted.student_run()
+    for cell, ran in zip(trusted.notebook.cells, run.cells):
+        blank = notebook.is_test(cell) or notebook.grade_id(cell) in checks
+        assert (ran.source == "") == (blank or not cell.source.strip()), notebook.grade_id(cell)
+    merged = notebook.merge(trusted, run, {})
+    for cell in merged.cells:
+        if notebook.grade_id(cell) in checks:
+            assert [o.get("text") for o in cell.outputs] == [notebook.SELF_CHECK_NOTE]
+    both = notebook.prepare(submission, source, release, assignment, keep_tests=True).student_run()
+    assert {notebook.grade_id(c) for c in both.cells if c.source.strip()} >= checks
+
+
 def test_prepare_rejects_what_is_not_the_assignment() -> None:
     source, release = _nbs()
     others = {"allreduce": notebook.grade_ids(_nbs("allreduce")[0])}
