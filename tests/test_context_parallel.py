@@ -15,7 +15,7 @@ WORLD, N, HEADS, D = 4, 64, 2, 8
 @pytest.fixture(scope="module")
 def ranks():
     """One process group for every check of this file (the ranks start once)."""
-    return launch("dlperf.parallel.context:chapter_worker", WORLD, args=(N, HEADS, D, 0, 1),
+    return launch("dlperf.parallel.context:chapter_worker", WORLD, args=(N, HEADS, D, False, 0, 1),
                   start_method="fork", verbose=False, timeout=120)
 
 

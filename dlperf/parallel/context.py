@@ -57,6 +57,7 @@ __all__ = [
     "shard",
     "tile",
     "tile_work",
+    "torch_context_parallel",
     "unshard",
 ]
 
@@ -208,13 +209,37 @@ def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_len: i
 # --------------------------------------------------------------------------------------------
 
 
-def chapter_worker(seq_len: int, heads: int, head_dim: int, seed: int = 0, repeat: int = 3,
-                   variants: tuple[str, ...] = ("local_offsets", "no_rescale")) -> dict[str, Any]:
+def torch_context_parallel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> dict[str, Any]:
+    """PyTorch's own context parallelism on the same inputs (whole on every rank): causal
+    ``scaled_dot_product_attention`` under ``torch.distributed.tensor.experimental.context_parallel``.
+
+    Returns ``{"out": the whole output}`` or, where this PyTorch cannot run it on this device,
+    ``{"error": "<exception type>: <its message>"}``."""
+    import torch.nn.functional as F
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.experimental import context_parallel
+    from torch.distributed.tensor.experimental._attention import context_parallel_unshard
+
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    bufs = [t[None].clone() for t in (q, k, v)]          # batch x heads x n x d, sharded in place
+    try:
+        with context_parallel(mesh, buffers=bufs, buffer_seq_dims=[2, 2, 2]):
+            out = F.scaled_dot_product_attention(*bufs, is_causal=True)
+        (out,) = context_parallel_unshard(mesh, [out], [2])
+        return {"out": out[0].detach().clone()}
+    except Exception as exc:  # noqa: BLE001 - the chapter reports what this version says
+        return {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+
+
+def chapter_worker(seq_len: int, heads: int, head_dim: int, torch_api: bool = False, seed: int = 0,
+                   repeat: int = 3, variants: tuple[str, ...] = ("local_offsets", "no_rescale")
+                   ) -> dict[str, Any]:
     """Everything the chapter and the tests run on the ranks, in one process group.
 
     For each layout, causal ring attention ``repeat`` times (output, work, traffic, and the
-    fastest pass's compute time per step and wall time), the non-causal ring once, and each wrong
-    ``variant`` once on the zig-zag layout.
+    fastest pass's compute time per step and wall time), the non-causal ring once, each wrong
+    ``variant`` once on the zig-zag layout, and with ``torch_api`` PyTorch's own
+    :func:`torch_context_parallel`.
     """
     rank, world = dist.get_rank(), dist.get_world_size()
     q, k, v = ring_inputs(seq_len, heads, head_dim, seed)
@@ -239,6 +264,8 @@ def chapter_worker(seq_len: int, heads: int, head_dim: int, seed: int = 0, repea
     mine = [shard(t, world, rank, "zigzag") for t in (q, k, v)]
     for variant in variants:
         res[variant] = ring_attention(*mine, seq_len, scheme="zigzag", variant=variant)["out"]
+    if torch_api:
+        res["torch"] = torch_context_parallel(q, k, v)
     return res
 
 
