@@ -1,0 +1,73 @@
+"""dlperf.fp8: the two formats' layouts, scaled casts against hand-worked values, and the captured operands."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+from dlperf import fp8
+
+E4M3, E5M2 = fp8.FP8["E4M3"], fp8.FP8["E5M2"]
+
+
+def test_layouts_are_the_papers():
+    a, b = fp8.layout(E4M3), fp8.layout(E5M2)      # Micikevicius et al. 2022, table 1
+    assert (a["exponent"], a["mantissa"], a["max"], a["normal"], a["subnormal"]) == (4, 3, 448.0, 2**-6, 2**-9)
+    assert (b["exponent"], b["mantissa"], b["max"], b["normal"], b["subnormal"]) == (5, 2, 57344.0, 2**-14, 2**-16)
+    assert a["eps"] == 2**-3 and b["eps"] == 2**-2
+
+
+@pytest.mark.parametrize("dtype", [E4M3, E5M2])
+def test_tensorwise_scale_puts_amax_on_the_largest_value(dtype):
+    x = torch.tensor([[1e-3, -2e-3], [4e-3, 5e-4]])
+    xq, scale = fp8.quantize(x, dtype, "tensor")
+    assert scale.item() == pytest.approx(torch.finfo(dtype).max / 4e-3)
+    assert xq[1, 0].item() == pytest.approx(4e-3, rel=1e-6)          # amax is exact
+    eps = torch.finfo(dtype).eps
+    assert ((xq - x).abs() <= x.abs() * eps / 2 * 1.0001).all()      # normal values: half a spacing
+
+
+def test_rowwise_scales_each_row_and_saves_the_small_rows():
+    x = torch.randn(4, 64, generator=torch.Generator().manual_seed(0))
+    x[0] *= 1e4                                                       # one outlier row
+    _, scale = fp8.quantize(x, E4M3, "row")
+    assert scale.shape == (4, 1)
+    tensor = fp8.quantization_error(x, fp8.quantize(x, E4M3, "tensor")[0])
+    row = fp8.quantization_error(x, fp8.quantize(x, E4M3, "row")[0])
+    assert row["worst_row"] < 0.05 < tensor["worst_row"]
+    assert row["underflow"] == 0.0 < tensor["underflow"]
+
+
+def test_no_scale_saturates_and_underflows():
+    x = torch.tensor([1000.0, 1e-4, 1.0])
+    xq, _ = fp8.quantize(x, E4M3, "none")
+    assert xq.tolist() == [448.0, 0.0, 1.0]                           # saturated, not NaN; flushed to 0
+    assert fp8.quantization_error(x, xq)["underflow"] == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="granularity"):
+        fp8.quantize(x, E4M3, "column")
+
+
+def test_one_more_mantissa_bit_halves_the_error():
+    x = torch.randn(256, 256, generator=torch.Generator().manual_seed(1))
+    e4 = fp8.quantization_error(x, fp8.quantize(x, E4M3)[0])["relative"]
+    e5 = fp8.quantization_error(x, fp8.quantize(x, E5M2)[0])["relative"]
+    assert 1.6 < e5 / e4 < 2.4
+
+
+def test_capture_linear_returns_each_layers_operands():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 6), nn.ReLU(), nn.Linear(6, 3))
+    x, y = torch.randn(5, 8), torch.randint(0, 3, (5,))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = fp8.capture_linear(model, lambda: nn.functional.cross_entropy(model(x), y))
+    assert list(got) == ["0", "2"]
+    assert got["0"]["activation"].shape == (5, 8) and got["2"]["activation"].shape == (5, 6)
+    assert got["2"]["gradient"].shape == (5, 3) and got["0"]["weight"].shape == (6, 8)
+    torch.testing.assert_close(got["0"]["activation"], x)
+    p = torch.softmax(model(x), -1)                                    # d(mean CE)/d(logits)
+    torch.testing.assert_close(got["2"]["gradient"], (p - nn.functional.one_hot(y, 3)) / 5)
+    assert not model[0]._forward_hooks and not model[0]._backward_hooks
