@@ -79,3 +79,15 @@ def test_tile_matches_the_diagonal_mask_with_global_offsets():
     want = partial(q, k, v, torch.ones(c, c, dtype=torch.bool).tril())
     assert work == c * c and _close(acc.out, merge(Partial.empty(q), want).out)
     assert CP.tile(Partial.empty(q), q, k, v, 2, 3, c)[1] == 0        # the future: skipped
+
+
+@pytest.mark.parametrize("scheme", CP.LAYOUTS)
+def test_backward_ring_equals_autograd_and_sends_its_formula(ranks, scheme):
+    want = CP.reference_grads(N, HEADS, D)
+    for name in ("dq", "dk", "dv"):
+        got = CP.unshard([r[scheme]["grads"][name] for r in ranks], scheme)
+        assert _close(got, want[name]), name
+    expected = (2 * WORLD - 1) * 2 * HEADS * (N // WORLD) * D * 4      # R - 1 K/V blocks, R dK/dV blocks
+    assert CP.ring_backward_bytes(N, WORLD, HEADS, D) == expected
+    for r in ranks:
+        assert sum(c.nbytes for c in r[scheme]["backward_traffic"]) == expected

@@ -51,7 +51,10 @@ __all__ = [
     "layout",
     "positions",
     "reference",
+    "reference_grads",
     "ring_attention",
+    "ring_attention_backward",
+    "ring_backward_bytes",
     "ring_bytes",
     "ring_inputs",
     "shard",
@@ -159,6 +162,12 @@ def _global(group: Any, rank: int) -> int:
     return rank if group is None else dist.get_global_rank(group, rank)
 
 
+def _pass_on(tensor: torch.Tensor, into: torch.Tensor, nxt: int, prv: int, group: Any) -> list[Any]:
+    """Send ``tensor`` to the next rank, receive ``into`` from the previous one: the requests."""
+    return dist.batch_isend_irecv([dist.P2POp(dist.isend, tensor, nxt, group),
+                                   dist.P2POp(dist.irecv, into, prv, group)])
+
+
 def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_len: int, *,
                    scheme: str = "zigzag", causal: bool = True, variant: str = "correct",
                    traffic: Traffic | None = None, group: Any = None) -> dict[str, Any]:
@@ -182,8 +191,7 @@ def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_len: i
         pending = []
         if step < world - 1:                       # post the next block's transfer first ...
             incoming = torch.empty_like(kv)
-            pending = dist.batch_isend_irecv([dist.P2POp(dist.isend, kv, nxt, group),
-                                              dist.P2POp(dist.irecv, incoming, prv, group)])
+            pending = _pass_on(kv, incoming, nxt, prv, group)
             if traffic is not None:
                 traffic.add("send", "forward", kv)
         start, done = time.perf_counter(), 0       # ... then compute on the block held now
@@ -201,7 +209,73 @@ def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_len: i
     if variant == "no_rescale":
         return {"out": torch.cat([n / d.clamp_min(1e-30) for n, d in acc], -2), "work": work,
                 "compute_s": compute_s}
-    return {"out": torch.cat([p.out for p in acc], dim=-2), "work": work, "compute_s": compute_s}
+    return {"out": torch.cat([p.out for p in acc], dim=-2), "lse": torch.cat([p.lse for p in acc], dim=-1),
+            "work": work, "compute_s": compute_s}
+
+
+def ring_attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+                            lse: torch.Tensor, dout: torch.Tensor, seq_len: int, *,
+                            scheme: str = "zigzag", causal: bool = True,
+                            traffic: Traffic | None = None, group: Any = None) -> dict[str, torch.Tensor]:
+    """The gradients ``dq``, ``dk``, ``dv`` of this rank's shard, from the forward pass's ``out``
+    and ``lse`` and the output's gradient ``dout`` (all this rank's tokens).
+
+    FlashAttention's backward, one key/value block at a time (Dao 2023, Algorithm 2): with
+    ``P = exp(S - lse)`` recomputed from the saved log-sum-exp and ``D = rowsum(dO * O)``,
+    ``dV += P^T dO``, ``dS = P * (dO V^T - D)``, ``dQ += dS K / sqrt(d)``, ``dK += dS^T Q / sqrt(d)``.
+    The key/value blocks go around the ring as in the forward pass, and each block's ``dK, dV``
+    accumulator travels with it, one step behind: after ``R`` exchanges it is back on the block's
+    own rank, complete.  Traffic per rank: ``R - 1`` K/V blocks and ``R`` dK/dV blocks.
+    """
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    chunks, c = layout(world, scheme), chunk_size(seq_len, world, scheme)
+    scale = 1.0 / q.shape[-1] ** 0.5
+    q, out, dout = q.float(), out.float(), dout.float()
+    rowsum = (dout * out).sum(dim=-1)                       # D, per query
+    dq = torch.zeros_like(q)
+    kv = torch.stack([k, v]).float().contiguous()
+    dkv = torch.zeros_like(kv)                              # the accumulator of the block held
+    nxt, prv = _global(group, (rank + 1) % world), _global(group, (rank - 1) % world)
+    for step in range(world):
+        pending = []
+        if step < world - 1:                       # the next K/V block, while computing
+            incoming = torch.empty_like(kv)
+            pending = _pass_on(kv, incoming, nxt, prv, group)
+            if traffic is not None:
+                traffic.add("send", "backward", kv)
+        source = (rank - step) % world
+        for i, a in enumerate(chunks[rank]):
+            rows = slice(i * c, (i + 1) * c)
+            for j, b in enumerate(chunks[source]):
+                if causal and b > a:
+                    continue
+                cols = slice(j * c, (j + 1) * c)
+                kj, vj = kv[0][..., cols, :], kv[1][..., cols, :]
+                s = (q[..., rows, :] @ kj.transpose(-1, -2)) * scale
+                if causal and b == a:
+                    s = s.masked_fill(~causal_mask(c, c, a * c, b * c), float("-inf"))
+                p = torch.exp(s - lse[..., rows, None])
+                dkv[1][..., cols, :] += p.transpose(-1, -2) @ dout[..., rows, :]
+                dp = dout[..., rows, :] @ vj.transpose(-1, -2)
+                ds = p * (dp - rowsum[..., rows, None])
+                dq[..., rows, :] += (ds @ kj) * scale
+                dkv[0][..., cols, :] += (ds.transpose(-1, -2) @ q[..., rows, :]) * scale
+        for req in pending:
+            req.wait()
+        arrived = torch.empty_like(dkv)            # the accumulator follows its block
+        for req in _pass_on(dkv, arrived, nxt, prv, group):
+            req.wait()
+        if traffic is not None:
+            traffic.add("send", "backward", dkv)
+        dkv = arrived
+        if pending:
+            kv = incoming
+    return {"dq": dq, "dk": dkv[0], "dv": dkv[1]}
+
+
+def ring_backward_bytes(seq_len: int, world: int, heads: int, head_dim: int, element_size: int = 4) -> int:
+    """Bytes one rank sends in the backward ring: ``R - 1`` K/V blocks and ``R`` dK/dV blocks."""
+    return (2 * world - 1) * 2 * heads * (seq_len // world) * head_dim * element_size
 
 
 # --------------------------------------------------------------------------------------------
@@ -259,6 +333,15 @@ def chapter_worker(seq_len: int, heads: int, head_dim: int, torch_api: bool = Fa
         res[scheme] = {"out": best["out"], "work": best["work"], "traffic": best["traffic"],
                        "compute_s": best["compute_s"], "wall_s": min(r["wall_s"] for r in runs),
                        "positions": positions(seq_len, world, rank, scheme)}
+    dout = ring_inputs(seq_len, heads, head_dim, seed + 1)[0]     # the gradient arriving at the output
+    for scheme in LAYOUTS:
+        mine = [shard(t, world, rank, scheme) for t in (q, k, v)]
+        fwd = ring_attention(*mine, seq_len, scheme=scheme)
+        traffic = Traffic()
+        grads = ring_attention_backward(*mine, fwd["out"], fwd["lse"], shard(dout, world, rank, scheme),
+                                        seq_len, scheme=scheme, traffic=traffic)
+        res[scheme]["grads"] = grads
+        res[scheme]["backward_traffic"] = list(traffic.calls)
     mine = [shard(t, world, rank, "contiguous") for t in (q, k, v)]
     res["full"] = ring_attention(*mine, seq_len, scheme="contiguous", causal=False)["out"]
     mine = [shard(t, world, rank, "zigzag") for t in (q, k, v)]
@@ -273,3 +356,11 @@ def reference(seq_len: int, heads: int, head_dim: int, seed: int = 0, causal: bo
     """Full attention in one process on the same inputs (:func:`dlperf.attention.attention`)."""
     q, k, v = ring_inputs(seq_len, heads, head_dim, seed)
     return attention(q, k, v, causal=causal)
+
+
+def reference_grads(seq_len: int, heads: int, head_dim: int, seed: int = 0) -> dict[str, torch.Tensor]:
+    """``dq``, ``dk``, ``dv`` of causal full attention by autograd, for the workers' output gradient."""
+    q, k, v = (t.requires_grad_(True) for t in ring_inputs(seq_len, heads, head_dim, seed))
+    dout = ring_inputs(seq_len, heads, head_dim, seed + 1)[0]
+    attention(q, k, v, causal=True).backward(dout)
+    return {"dq": q.grad, "dk": k.grad, "dv": v.grad}
