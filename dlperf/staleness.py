@@ -89,7 +89,7 @@ _REQUEST, _REPLY = 11, 12  # message tags
 
 
 def ssp_ready(clock: int, slowest: int, bound: float) -> bool:
-    """May a worker at ``clock`` read the weights while the slowest worker is at ``slowest``?
+    """May a worker at ``clock`` read the weights while the slowest is at ``slowest``?
 
     Stale synchronous parallel with bound ``s``: yes iff ``slowest >= clock - s``.
     ``bound=0`` is a barrier per clock, ``bound=math.inf`` never waits.
