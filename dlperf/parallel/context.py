@@ -1,4 +1,4 @@
-"""Context parallelism by hand: ring attention over the ranks of a group (forward pass).
+"""Context parallelism by hand: ring attention over the ranks of a group, forward and backward.
 
 The sequence of ``n`` tokens is split over ``R`` ranks.  Each rank keeps the queries of its own
 tokens and, at first, the keys and values of the same tokens.  Attention needs every query to meet
@@ -7,13 +7,15 @@ at step ``s`` rank ``r`` holds the block of rank ``r - s`` (mod ``R``), computes
 attention of its queries over it, merges it into its running result with the log-sum-exp rule of
 :func:`dlperf.attention.merge`, and passes the block on to rank ``r + 1`` while receiving the next
 one from rank ``r - 1``.  After ``R`` steps every query has seen every key, and no rank ever held
-more than two key/value blocks or an ``n/R x n/R`` tile of scores (Liu, Zaharia & Abbeel, "Ring
+more than two other key/value blocks or an ``n/R x n/R`` tile of scores (Liu, Zaharia & Abbeel, "Ring
 Attention with Blockwise Transformers for Near-Infinite Context", 2023).  The transfer of the next
 block is posted before the computation on the current one (``dist.batch_isend_irecv``), so that the
 two can overlap.
 
 **Traffic.**  Each rank sends its K/V block ``R - 1`` times (the last step needs no transfer):
-``(R - 1) * 2 * heads * (n / R) * d * element_size`` bytes per rank, whatever the layout.
+``(R - 1) * 2 * heads * (n / R) * d * element_size`` bytes per rank, whatever the layout.  The
+backward pass (:func:`ring_attention_backward`) sends the K/V blocks around again and each
+block's dK/dV accumulator with them: ``2R - 1`` blocks of that size.
 
 **Causal load balance.**  With a causal mask, query ``i`` only needs keys ``0..i``.  Cut the
 sequence into ``R`` contiguous chunks and rank ``r`` needs ``r + 1`` of the ``R`` key blocks: the
