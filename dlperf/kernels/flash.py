@@ -77,10 +77,11 @@ def fix_bf16_interpreter() -> bool:
     import numpy as np
     from triton.runtime import interpreter
 
-    builder = interpreter.InterpreterBuilder
-    if getattr(builder.create_dot, "dlperf_bf16", False):
+    builder = getattr(interpreter, "InterpreterBuilder", None)
+    original_dot = getattr(builder, "create_dot", None)
+    original_cast = getattr(builder, "cast_impl", None)     # where casts go (triton 3.x)
+    if original_dot is None or getattr(original_dot, "dlperf_bf16", False):
         return False
-    original_dot, original_cast = builder.create_dot, builder.cast_impl
 
     def widen(h):
         if h.dtype.scalar == tl.bfloat16:
@@ -101,7 +102,8 @@ def fix_bf16_interpreter() -> bool:
 
     create_dot.dlperf_bf16 = True  # type: ignore[attr-defined]
     builder.create_dot = create_dot
-    builder.cast_impl = cast_impl
+    if original_cast is not None:   # another Triton may cast elsewhere: then its own rounding stays
+        builder.cast_impl = cast_impl
     return True
 
 
