@@ -3,7 +3,8 @@
 Values: several head dimensions (powers of two and not), lengths that are not multiples of the blocks,
 causal and not, float16 and bfloat16 (float32 accumulation), the log-sum-exp beside the output.  Bytes:
 what Triton's interpreter counts, load by load, against :func:`flash_bytes`, and eager standard attention
-against :func:`standard_bytes`.  A kernel that forgets to rescale its accumulator must fail the value check.
+against :func:`standard_bytes`.  A kernel that forgets to rescale its accumulator must fail the value check;
+a causal kernel that masks the blocks above the diagonal instead of skipping them passes it and fails the count.
 Sizes are tiny: the interpreter runs every program instance as Python.
 """
 
@@ -161,6 +162,20 @@ def test_the_interpreters_bfloat16_products_and_casts_are_a_gpus():
     dot_cast[(1,)](a, b, c, r, N=16)
     torch.testing.assert_close(c, a.float() @ b.float(), rtol=1e-5, atol=1e-5)
     assert torch.equal(r, c.bfloat16())                  # rounded to nearest even, as torch and a GPU
+
+
+@interpreted
+def test_a_causal_kernel_that_loads_every_block_is_caught_by_its_bytes(tmp_path):
+    """Masking the blocks above the diagonal instead of skipping them gives the right values: only the
+    count sees that it loads about twice the keys and values it needs."""
+    q, k, v = _qkv((1, 1, 48, 16), 48, torch.float16, seed=2)
+    lazy = _variant(tmp_path, "hi = tl.minimum((start_m + 1) * BLOCK_M, N_K)", "hi = N_K", "lazy_causal_flash")
+    with count_traffic() as traffic:
+        got = FL.flash_attention(q, k, v, causal=True, block_m=16, block_n=16, kernel=lazy)
+    torch.testing.assert_close(got.float(), attention(q, k, v, causal=True), rtol=2e-3, atol=2e-3)
+    want = FL.flash_bytes(1, 48, 48, 16, 2, 16, 16, causal=True)
+    assert traffic.last.loaded_bytes > want["load"]
+    assert traffic.last.loaded_bytes == FL.flash_bytes(1, 48, 48, 16, 2, 16, 16, causal=False)["load"]
 
 
 def test_refuses_what_it_cannot_do():
