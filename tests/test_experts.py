@@ -81,3 +81,12 @@ def test_a_combine_without_the_gate_weights_is_caught(ranks, reference):
     _, ref = reference
     got = torch.cat([r["no_weight"] for r in ranks])
     assert (got - ref[1.0][1]).abs().max() > 1e-3
+
+
+def test_load_balancing_loss_is_one_when_uniform_and_larger_when_concentrated():
+    uniform = torch.zeros(16, 4)
+    uniform[torch.arange(16), torch.arange(16) % 4] = 1e-3      # ties broken evenly, probabilities ~uniform
+    assert EP.load_balancing_loss(uniform, 1).item() == pytest.approx(1.0, abs=1e-3)
+    concentrated = torch.zeros(16, 4)
+    concentrated[:, 0] = 5.0
+    assert EP.load_balancing_loss(concentrated, 1).item() > 3.0

@@ -55,6 +55,7 @@ __all__ = [
     "ep_bytes",
     "ep_forward",
     "grads_of",
+    "load_balancing_loss",
     "moe_inputs",
     "route",
 ]
@@ -97,6 +98,20 @@ def route(logits: torch.Tensor, k: int, capacity_factor: float) -> Routing:
     slot = (onehot.cumsum(dim=0) - 1).gather(1, by_priority[:, None]).reshape(k, tokens).t()
     cap = capacity(tokens, experts, k, capacity_factor)
     return Routing(expert, weight, slot, slot < cap, cap, experts)
+
+
+def load_balancing_loss(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """Switch's auxiliary loss ``E * sum_e f_e P_e`` for ``T`` tokens' gate ``logits`` (``T x E``).
+
+    ``f_e``: the fraction of the ``T k`` assignments that go to expert ``e`` (top-``k``, before
+    the capacity cut; not differentiable), ``P_e``: the mean gate probability of ``e`` (which
+    carries the gradient).  It is 1 when both are uniform, and grows as routing concentrates on
+    a few experts (Fedus, Zoph & Shazeer 2021, eq. 4, without the weight ``alpha``)."""
+    tokens, experts = logits.shape
+    probs = torch.softmax(logits.float(), dim=-1)
+    chosen = probs.topk(k, dim=-1).indices
+    f = torch.bincount(chosen.flatten(), minlength=experts).float() / (tokens * k)
+    return experts * (f * probs.mean(dim=0)).sum()
 
 
 class MoE(nn.Module):
