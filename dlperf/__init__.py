@@ -20,6 +20,10 @@ autograder:
 * :mod:`dlperf.collectives` -- measured collectives: an nccl-tests-style sweep (algbw, busbw) on real
   process groups and an alpha-beta fit compared with the simulator;
 * :mod:`dlperf.kvstore` -- a push/pull key-value store over point-to-point messages;
+* :mod:`dlperf.staleness` -- synchronous, asynchronous and stale-synchronous (SSP) workers around a
+  parameter-server process, with a straggler, and the same rule simulated;
+* :mod:`dlperf.ensembles` -- many small models trained at once (``stack_module_state`` + ``vmap``)
+  against one after the other;
 * :mod:`dlperf.ddp_examples` -- the DistributedDataParallel worker code of the DDP chapter;
 * :mod:`dlperf.widgets` -- widgets that stay interactive in the static book;
 * :mod:`dlperf.d2l_compat` -- the d2l helpers, loaded without imposing d2l's pins;

@@ -16,7 +16,8 @@ Performance contract: the same arithmetic (``n`` models times the work of one),
 one model alive at once (sequential training holds one model's activations at
 a time).  The results agree with sequential training up to float32 rounding
 (a batched product may add in another order); :func:`max_difference` measures
-it.
+it.  The chapter "Automatic parallelism" (section "Many small models at once")
+measures both side by side.
 """
 
 from __future__ import annotations

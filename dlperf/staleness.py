@@ -50,6 +50,11 @@ cores to the others, so 4 processes behave on 2 cores as on 4.
 
 :func:`simulate` replays the same rule without processes: given the step
 times and the message costs, it gives each mode's time and staleness.
+
+The chapter "Parameter servers" (section "Asynchronous and bounded-staleness
+updates") runs all three modes side by side; ``tests/test_staleness.py``
+checks the bound, sync against :func:`sequential_reference` and async's
+independence from the straggler.
 """
 
 from __future__ import annotations
