@@ -175,9 +175,12 @@ def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_len: i
                    traffic: Traffic | None = None, group: Any = None) -> dict[str, Any]:
     """This rank's attention output for its queries ``q`` (its tokens, in :func:`positions` order).
 
-    ``q``, ``k``, ``v``: ``heads x n/R x d``, this rank's shard.  Returns ``{"out", "work",
-    "compute_s"}``: the output shard (float32), and at each step of the ring the score entries
-    computed per head and the seconds spent computing (not waiting).
+    ``q``, ``k``, ``v``: ``heads x n/R x d``, this rank's shard.  Returns ``{"out", "lse", "work",
+    "compute_s", "wait_s"}``: the output shard (float32) and its log-sum-exp, and at each step of
+    the ring the score entries computed per head, the CPU seconds spent computing (this thread's
+    CPU time: with more ranks than cores, wall-clock time would include the time the operating
+    system gave the core to another rank), and the (wall-clock) seconds spent waiting for the next
+    block (its transfer, or a slower neighbour).
     """
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     chunks, c = layout(world, scheme), chunk_size(seq_len, world, scheme)
@@ -188,7 +191,7 @@ def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_len: i
         acc = [Partial.empty(qc, v.shape[-1]) for qc in q_chunks]
     kv = torch.stack([k, v]).contiguous()          # one message per step: K and V together
     nxt, prv = _global(group, (rank + 1) % world), _global(group, (rank - 1) % world)
-    work, compute_s = [], []
+    work, compute_s, wait_s = [], [], []
     for step in range(world):
         pending = []
         if step < world - 1:                       # post the next block's transfer first ...
@@ -196,23 +199,25 @@ def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_len: i
             pending = _pass_on(kv, incoming, nxt, prv, group)
             if traffic is not None:
                 traffic.add("send", "forward", kv)
-        start, done = time.perf_counter(), 0       # ... then compute on the block held now
+        start, done = time.thread_time(), 0        # ... then compute on the block held now
         source = (rank - step) % world
         for i, a in enumerate(chunks[rank]):
             for kc, vc, b in zip(kv[0].split(c, -2), kv[1].split(c, -2), chunks[source]):
                 acc[i], n = tile(acc[i], q_chunks[i], kc, vc, a, b, c, causal, variant)
                 done += n
         work.append(done)
-        compute_s.append(time.perf_counter() - start)
+        compute_s.append(time.thread_time() - start)
+        waited = time.perf_counter()
         for req in pending:
             req.wait()
+        wait_s.append(time.perf_counter() - waited)
         if pending:
             kv = incoming
+    times = {"work": work, "compute_s": compute_s, "wait_s": wait_s}
     if variant == "no_rescale":
-        return {"out": torch.cat([n / d.clamp_min(1e-30) for n, d in acc], -2), "work": work,
-                "compute_s": compute_s}
+        return {"out": torch.cat([n / d.clamp_min(1e-30) for n, d in acc], -2), **times}
     return {"out": torch.cat([p.out for p in acc], dim=-2), "lse": torch.cat([p.lse for p in acc], dim=-1),
-            "work": work, "compute_s": compute_s}
+            **times}
 
 
 def ring_attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
@@ -333,7 +338,8 @@ def chapter_worker(seq_len: int, heads: int, head_dim: int, torch_api: bool = Fa
             runs.append(run)
         best = min(runs, key=lambda r: sum(r["compute_s"]))
         res[scheme] = {"out": best["out"], "work": best["work"], "traffic": best["traffic"],
-                       "compute_s": best["compute_s"], "wall_s": min(r["wall_s"] for r in runs),
+                       "compute_s": best["compute_s"], "wait_s": best["wait_s"],
+                       "wall_s": min(r["wall_s"] for r in runs),
                        "positions": positions(seq_len, world, rank, scheme)}
     dout = ring_inputs(seq_len, heads, head_dim, seed + 1)[0]     # the gradient arriving at the output
     for scheme in LAYOUTS:
