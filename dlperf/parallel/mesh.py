@@ -27,7 +27,7 @@ import torch.distributed as dist
 
 from .tensor import make_mlp
 
-__all__ = ["batch", "preload", "train_reference", "train_worker"]
+__all__ = ["batch", "chapter_worker", "hsdp_worker", "preload", "train_reference", "train_worker"]
 
 
 def preload() -> None:
@@ -102,3 +102,47 @@ def train_worker(hidden: int, ffn: int, tokens: int, steps: int, seed: int = 0) 
         "local_shapes": {n: tuple(p.to_local().shape) for n, p in model.named_parameters()},
         "collectives": dict(Counter(c.kind for c in seen)),
     }
+
+
+def hsdp_worker(hidden: int, ffn: int, tokens: int, steps: int, seed: int = 0) -> dict[str, Any]:
+    """Hybrid sharded data parallelism (HSDP) on a ``2 x 2`` mesh ``("replicate", "shard")``:
+    ``fully_shard`` with a 2-D mesh shards the parameters over ``"shard"`` and replicates them over
+    ``"replicate"``; every one of the four ranks sees its own quarter of the batch.  A step
+    all-gathers the parameters and reduce-scatters the gradients inside a ``"shard"`` group, then
+    all-reduces the gradient shards across ``"replicate"``.  Returns what :func:`train_worker` does."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    from ..trace import record
+
+    warnings.filterwarnings("ignore", message=".*view tensor.*")
+    logging.getLogger("torch.distributed.tensor._redistribute").setLevel(logging.ERROR)
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("replicate", "shard"))
+    model = make_mlp(hidden, ffn, seed)
+    fully_shard(model, mesh=mesh)
+    opt = _optimizer(model.parameters())
+    rank = dist.get_rank()
+
+    def step(i: int) -> None:
+        x, y = batch(tokens, hidden, i, seed)
+        x, y = x.chunk(4)[rank], y.chunk(4)[rank]  # a quarter of the batch on every rank
+        opt.zero_grad()
+        (model(x) - y).pow(2).mean().backward()    # averaged over all four ranks
+        opt.step()
+
+    for i in range(steps - 1):
+        step(i)
+    seen = record(step, steps - 1, warmup=0, shapes=True).collectives()
+    return {
+        "rank": rank, "coords": tuple(int(c) for c in mesh.get_coordinate()),
+        "params": {n: p.full_tensor().detach().clone() for n, p in model.named_parameters()},
+        "placements": {n: str(p.placements) for n, p in model.named_parameters()},
+        "local_shapes": {n: tuple(p.to_local().shape) for n, p in model.named_parameters()},
+        "collectives": dict(Counter(c.kind for c in seen)),
+    }
+
+
+def chapter_worker(hidden: int, ffn: int, tokens: int, steps: int, seed: int = 0) -> dict[str, Any]:
+    """Both meshes in one process group: ``{"tp_fsdp": train_worker(...), "hsdp": hsdp_worker(...)}``."""
+    return {"tp_fsdp": train_worker(hidden, ffn, tokens, steps, seed),
+            "hsdp": hsdp_worker(hidden, ffn, tokens, steps, seed)}
