@@ -194,15 +194,16 @@ def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_len: i
     work, compute_s, wait_s = [], [], []
     for step in range(world):
         pending = []
-        if step < world - 1:                       # post the next block's transfer first ...
+        if step < world - 1:                # post the next block's transfer first ...
             incoming = torch.empty_like(kv)
             pending = _pass_on(kv, incoming, nxt, prv, group)
             if traffic is not None:
                 traffic.add("send", "forward", kv)
-        start, done = time.thread_time(), 0        # ... then compute on the block held now
+        start, done = time.thread_time(), 0  # ... then compute on the block held now
         source = (rank - step) % world
+        k_chunks, v_chunks = kv[0].split(c, dim=-2), kv[1].split(c, dim=-2)
         for i, a in enumerate(chunks[rank]):
-            for kc, vc, b in zip(kv[0].split(c, -2), kv[1].split(c, -2), chunks[source]):
+            for kc, vc, b in zip(k_chunks, v_chunks, chunks[source]):
                 acc[i], n = tile(acc[i], q_chunks[i], kc, vc, a, b, c, causal, variant)
                 done += n
         work.append(done)

@@ -79,7 +79,7 @@ def train_worker(hidden: int, ffn: int, tokens: int, steps: int, seed: int = 0) 
     logging.getLogger("torch.distributed.tensor._redistribute").setLevel(logging.ERROR)
     mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
     model = make_mlp(hidden, ffn, seed)
-    plan = {"0": ColwiseParallel(), "2": RowwiseParallel()}    # Megatron's pair, over "tp"
+    plan = {"0": ColwiseParallel(), "2": RowwiseParallel()}   # Megatron's pair, on tp
     parallelize_module(model, mesh["tp"], plan)
     fully_shard(model, mesh=mesh["dp"])
     opt = _optimizer(model.parameters())
