@@ -7,6 +7,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import early
 import pytest
 import yaml
 
@@ -51,12 +52,36 @@ def run_build() -> Build:
     return Build(out.returncode, out.stdout + out.stderr, HTML)
 
 
+@early.early("book", order=1)
+def _build_the_book(session: pytest.Session) -> Build:
+    return run_build()
+
+
 @pytest.fixture(scope="session")
 def book() -> Build:
-    """The whole book, built as `make book` builds it (cached execution)."""
-    build = run_build()
+    """The whole book, built as `make book` builds it (cached execution), beside the other tests
+    (:mod:`early`)."""
+    build = early.result("book")
     assert build.returncode == 0, build.output[-8000:]
     return build
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--early", choices=("yes", "no"), default="yes",
+                     help="start the slow set-ups (the book, the graded classes) when collection ends and "
+                          "run them beside the other tests (yes, the default), or each in its fixture (no)")
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
+    early.last(session, items)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    early.start(session)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    early.wait_all()
 
 
 # tests/submissions/ holds wrong-submission fixtures (solution-cell code, not test modules):

@@ -24,6 +24,7 @@ import sys
 import time
 from pathlib import Path
 
+import early
 import nbformat
 import pytest
 import torch
@@ -148,10 +149,9 @@ def test_defined_names() -> None:
 DECOY_ROOTS = [Path("/srv"), Path("/opt"), Path("/var/tmp"), Path("/home"), course.REPO.parent]
 
 
-@pytest.fixture(scope="module")
-def decoys() -> list[Path]:
+def _make_decoys() -> tuple[list[Path], list[Path]]:
     """Copies of the course's solutions where a careless machine keeps them: another clone beside this one,
-    a shared folder, a home folder.  The sandboxes must not see any of them."""
+    a shared folder, a home folder.  The sandboxes must not see any of them.  (files, folders to remove)"""
     made, files = [], []
     for root in DECOY_ROOTS:
         if not os.access(root, os.W_OK):
@@ -164,27 +164,56 @@ def decoys() -> list[Path]:
             path.chmod(0o755 if path.is_dir() else 0o644)   # readable by anyone: only the sandbox may stop it
         made.append(top)
         files.append(target / f"{ASSIGNMENT}.ipynb")
-    yield files
-    for top in made:
+    return files, made
+
+
+def _tmp(session: pytest.Session, name: str) -> Path:
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is not None:
+        return factory.mktemp(name)
+    import tempfile
+
+    return Path(tempfile.mkdtemp(prefix=f"dlperf-{name}-"))
+
+
+@early.early("graded_class", order=2)
+def _grade_the_sample_class(session: pytest.Session) -> dict:
+    """The sample class collected from an LMS export and graded by the command, with the decoys in place
+    (an early job: it runs beside the other tests)."""
+    _sandbox_or_skip()
+    decoys, made = _make_decoys()
+    try:
+        root = _tmp(session, "class") / "course"
+        root.mkdir()
+        samples = sample.sample_class(ASSIGNMENT, root)
+        export = sample.write_export(samples, root.parent / "export.zip")
+        collected = autograder(root, "collect", ASSIGNMENT, "--from", str(export))
+        start = time.monotonic()
+        graded = autograder(root, "grade", ASSIGNMENT, *LIMITS)
+        seconds = time.monotonic() - start
+    except BaseException:
+        for top in made:
+            shutil.rmtree(top, ignore_errors=True)
+        raise
+    with Writer(f"sqlite:///{root / 'gradebook.db'}", root) as writer:
+        records = {r["student"]: r for r in writer.records(ASSIGNMENT)}
+    return {"root": root, "samples": samples, "records": records, "collect": collected.stdout,
+            "grade": graded.stdout, "seconds": seconds, "decoys": decoys, "made": made}
+
+
+@pytest.fixture(scope="module")
+def graded_class() -> dict:
+    graded = early.result("graded_class")
+    print(graded["grade"][-6000:])
+    yield graded
+    for top in graded["made"]:
         shutil.rmtree(top, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
-def graded_class(tmp_path_factory: pytest.TempPathFactory, decoys: list[Path]) -> dict:
-    _sandbox_or_skip()
-    root = tmp_path_factory.mktemp("class") / "course"
-    root.mkdir()
-    samples = sample.sample_class(ASSIGNMENT, root)
-    export = sample.write_export(samples, root.parent / "export.zip")
-    collected = autograder(root, "collect", ASSIGNMENT, "--from", str(export))
-    start = time.monotonic()
-    graded = autograder(root, "grade", ASSIGNMENT, *LIMITS)
-    seconds = time.monotonic() - start
-    with Writer(f"sqlite:///{root / 'gradebook.db'}", root) as writer:
-        records = {r["student"]: r for r in writer.records(ASSIGNMENT)}
-    print(graded.stdout[-6000:])
-    return {"root": root, "samples": samples, "records": records, "collect": collected.stdout,
-            "grade": graded.stdout, "seconds": seconds}
+def decoys(graded_class: dict) -> list[Path]:
+    """The decoys that were in place while the class was graded."""
+    return graded_class["decoys"]
 
 
 def test_every_record_is_what_its_submission_must_get(graded_class: dict) -> None:
@@ -340,16 +369,17 @@ OTHER_EXERCISES = ["allreduce", "compile_clean", "ddp_buckets", "no_sync_loop", 
                    "triton_softmax", "zero1"]
 
 
-@pytest.fixture(scope="module")
-def fixtures_graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict:
+@early.early("fixtures_graded", order=0)
+def _grade_every_fixture(session: pytest.Session) -> dict:
     """The fixtures of the exercises whose test below is selected, graded in ONE run (``autograder grade
     --all`` on a course holding only theirs): one start-up and one pool of warm sandboxes for all of them,
-    as an instructor grades a term (``-k "... and zero1"`` grades zero1's alone)."""
+    as an instructor grades a term (``-k "... and zero1"`` grades zero1's alone).  An early job: it runs
+    beside the other tests."""
     _sandbox_or_skip()
-    wanted = [item.callspec.params["assignment"] for item in request.session.items
-              if getattr(item, "module", None) is request.module and hasattr(item, "callspec")
+    wanted = [item.callspec.params["assignment"] for item in session.items
+              if getattr(item, "module", None) is sys.modules[__name__] and hasattr(item, "callspec")
               and item.originalname == "test_every_fixture_of_the_other_exercises"]
-    root = tmp_path_factory.mktemp("fixtures") / "course"
+    root = _tmp(session, "fixtures") / "course"
     samples, broken = {}, {}
     for assignment in dict.fromkeys(wanted):
         try:
@@ -367,9 +397,15 @@ def fixtures_graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
     if (root / "gradebook.db").exists():
         with Writer(f"sqlite:///{root / 'gradebook.db'}", root) as writer:
             records = {assignment: writer.records(assignment) for assignment in samples}
-    print(f"{len(samples)} exercise(s), {sum(map(len, samples.values()))} submissions graded in one run in "
-          f"{seconds:.0f} s\n" + run.stdout[-6000:])
-    return {"samples": samples, "records": records, "run": run, "broken": broken}
+    return {"samples": samples, "records": records, "run": run, "broken": broken, "seconds": seconds}
+
+
+@pytest.fixture(scope="module")
+def fixtures_graded() -> dict:
+    graded = early.result("fixtures_graded")
+    print(f"{len(graded['samples'])} exercise(s), {sum(map(len, graded['samples'].values()))} submissions graded "
+          f"in one run in {graded['seconds']:.0f} s\n" + graded["run"].stdout[-6000:])
+    return graded
 
 
 @pytest.mark.parametrize("assignment", OTHER_EXERCISES)
