@@ -9,6 +9,8 @@ One concept per module:
   interpreted on a CPU;
 * :mod:`dlperf.kernels.traffic` -- counts the bytes every ``tl.load``/``tl.store`` of an interpreted kernel
   moves, per program and per launch, and the 32-byte sectors they touch;
+* :mod:`dlperf.kernels.flash` -- FlashAttention's forward kernel (FlashAttention-2's loop order, causal block
+  skipping, ragged ends) beside standard attention, with the closed forms of both traffics;
 * :mod:`dlperf.kernels.systolic` -- a cycle-by-cycle systolic-array simulator (weight- and output-stationary);
 * :mod:`dlperf.kernels.layers` -- FLOPs, bytes and arithmetic intensity of each layer of a network.
 

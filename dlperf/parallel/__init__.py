@@ -1,4 +1,5 @@
-"""Model parallelism: the code of the chapter *Model parallelism: tensor and pipeline*.
+"""Model parallelism: the code of the chapters *Model parallelism* (tensor and pipeline) and its part two
+(meshes, context and experts).
 
 One concept per module:
 
@@ -11,7 +12,12 @@ One concept per module:
   per-stage compute times and point-to-point transfers, stages on real processes, and
   ``torch.distributed.pipelining`` on the same model;
 * :mod:`dlperf.parallel.planner` -- the arithmetic of choosing a strategy: memory per GPU,
-  bytes per step and the pipeline bubble for data, tensor, pipeline and sharded data parallelism.
+  bytes per step and the pipeline bubble for data, tensor, pipeline and sharded data parallelism;
+* :mod:`dlperf.parallel.context` -- context parallelism: ring attention on real ranks (contiguous and
+  zig-zag layouts, forward and backward), merged with :mod:`dlperf.attention`, its traffic counted;
+* :mod:`dlperf.parallel.experts` -- expert parallelism: a mixture-of-experts layer with top-k routing,
+  capacity and dropped tokens, all-to-all dispatch and combine on real ranks;
+* :mod:`dlperf.parallel.mesh` -- composing on a 2-D ``DeviceMesh``: FSDP2 with tensor parallelism, and HSDP.
 
 Nothing is imported here: ``import dlperf.parallel.tensor`` loads only what it needs.
 """
