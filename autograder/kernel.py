@@ -179,6 +179,22 @@ def _kernel_manager(sandbox: Sandbox, workdir: Path, env: Mapping[str, str], nam
                                   connection_file=str(workdir / f"kernel-{name}.json"))
 
 
+def _release(client: Any, km: Any) -> None:
+    """Free what the run held in this process: nbclient leaves a kernel manager it was handed to its owner
+    (no shutdown, no cleanup), so its client's channels (a heartbeat thread) and both zmq contexts (two
+    threads each) would stay for the worker's life, a few per submission.  The kernel itself ends with its
+    sandbox."""
+    kc = getattr(client, "kc", None)
+    with contextlib.suppress(Exception):
+        if kc is not None:
+            kc.stop_channels()
+    with contextlib.suppress(Exception):
+        km._close_control_socket()
+    with contextlib.suppress(Exception):
+        if km._created_context and not km.context.closed:
+            km.context.destroy(linger=0)
+
+
 @functools.cache
 def _client_class() -> Any:
     from nbclient import NotebookClient
@@ -268,7 +284,8 @@ def run_notebook(nb: nbformat.NotebookNode, sandbox: Sandbox, workdir: Path, cwd
     except KernelUnavailable as exc:
         # Never a 0 "graded": the grader cannot run this notebook as nbgrader would (re-run once it can).
         return None, "infrastructure failure", f"{name}.ipynb: {exc}" if where else str(exc)
-    client = _client_class()(nb, km=_kernel_manager(sandbox, workdir, env, name, warm, kernel),
+    km = _kernel_manager(sandbox, workdir, env, name, warm, kernel)
+    client = _client_class()(nb, km=km,
                              timeout=int(cell_timeout),
                              allow_errors=True, startup_timeout=120, shutdown_kernel="immediate",
                              interrupt_on_timeout=interrupt, resources={"metadata": {"path": str(cwd)}})
@@ -303,6 +320,7 @@ def run_notebook(nb: nbformat.NotebookNode, sandbox: Sandbox, workdir: Path, cwd
     finally:
         timer.cancel()
         log.close()
+        _release(client, km)
         if clock is not None:
             clock["kernel start"] = (client.first_cell_at or time.monotonic()) - began
             clock["cells"] = dict(client.cell_seconds)
