@@ -474,6 +474,11 @@ def grade_term(assignments: Sequence[str], *, course_root: Path, db_url: str, st
         # workers, Slurm jobs with GRES, a lab's workers started with --resources GPU=1).
         gpu_workers = bool(infos) and all(w.get("resources", {}).get("GPU") for w in infos.values())
         resources = {"GPU": 1} if gpu_workers else None
+        # A worker warms a spare slot for its next submission while it grades one; the last ``workers``
+        # submissions have no next one on their worker (a sandbox, a kernel and a check run started for
+        # nothing: most of a small class's start-up).  A retry then starts its slot when it comes.
+        for index, job in enumerate(todo):
+            job.spare = index < len(todo) - workers
         attempts = {(j.assignment, j.student): 1 for j in todo}
         by_key = {}
         futures = []

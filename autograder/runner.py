@@ -81,6 +81,7 @@ class Job:
     # A run over several assignments (engine.grade_term): what the worker's warm processes import.
     check_preload: tuple[str, ...] | None = None   # the check run's imports (the union of the run's; None: own)
     next_preload: tuple[str, ...] | None = None    # the spare kernel's: the worker's likely next job (None: own)
+    spare: bool = True                   # start a spare slot for the worker's next submission (none after the last)
 
     @property
     def requires_gpu(self) -> bool:
@@ -268,7 +269,7 @@ def grade(job: Job, *, worker: str = "", queued: float = 0.0, prewarm: bool = Fa
                       "runner, or grade on CPU explicitly (--cpu)")
     t_slot = time.monotonic()
     try:
-        slot = take_slot(settings, gpu, prewarm, checks=trusted, preload=kernel_preload(spec),
+        slot = take_slot(settings, gpu, prewarm and job.spare, checks=trusted, preload=kernel_preload(spec),
                          threads=_threads(settings, trusted), check_preload=job.check_preload,
                          next_preload=job.next_preload)
     except Exception as exc:  # noqa: BLE001 - the runner's own failure, not the student's
