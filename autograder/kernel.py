@@ -183,7 +183,9 @@ def _release(client: Any, km: Any) -> None:
     """Free what the run held in this process: nbclient leaves a kernel manager it was handed to its owner
     (no shutdown, no cleanup), so its client's channels (a heartbeat thread) and both zmq contexts (two
     threads each) would stay for the worker's life, a few per submission.  The kernel itself ends with its
-    sandbox."""
+    sandbox.  (The manager's own ``cleanup_resources`` is a coroutine on this asynchronous manager, and
+    ``cleanup_kc=True`` would also shut the kernel down through its provisioner, which a warm kernel's
+    process is not started by: the two releases are done here.)"""
     kc = getattr(client, "kc", None)
     with contextlib.suppress(Exception):
         if kc is not None:

@@ -1,12 +1,13 @@
 """Slow set-ups started as soon as the tests are collected, and run beside the other tests.
 
-Three set-ups are most of the suite's time and spend much of it waiting (sandboxes and kernels
-starting, ranks meeting, notebooks executing one cell at a time): the book's build, the sample class
-graded by the class autograder, and every exercise's fixtures graded in one run.  Each is an
+Three set-ups are most of the suite's time: the book's build, the sample class graded by the class
+autograder, and every exercise's fixtures graded in one run.  Run one after another with the rest,
+they left the two cores partly idle; run beside it, they keep both busy.  Each is an
 *early job*: a function of the session, registered with :func:`early` under the name of the fixture
 that returns its result.  When collection ends (:func:`start`, called by ``conftest.py``), the jobs
-that a selected test needs start in one background thread, one after another (the longest first); the tests that need them are moved to the end of the run (:func:`last`), so that every other
-test runs meanwhile; the fixture then waits for its job (:func:`result`).  A job that raised raises
+that a selected test needs start in one background thread, one after another (the longest first);
+the tests that need them are moved to the end of the run (:func:`last`), so that every other test
+runs meanwhile; the fixture then waits for its job (:func:`result`).  A job that raised raises
 again in every test that needs it.  A selection without those tests starts nothing.
 
 The jobs are the same work the fixtures did before, with the same assertions after them; only when
@@ -52,9 +53,8 @@ def last(session: pytest.Session, items: list[pytest.Item]) -> None:
     """Move the tests that need an early job to the end, keeping every other order as it was."""
     if not enabled(session.config):
         return
-    needs = [item for item in items if set(getattr(item, "fixturenames", ())) & set(JOBS)]
-    rest = [item for item in items if not set(getattr(item, "fixturenames", ())) & set(JOBS)]
-    items[:] = rest + needs
+    needs = [not JOBS.keys().isdisjoint(getattr(item, "fixturenames", ())) for item in items]
+    items[:] = [i for i, n in zip(items, needs) if not n] + [i for i, n in zip(items, needs) if n]
 
 
 def start(session: pytest.Session) -> None:
