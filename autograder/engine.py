@@ -344,6 +344,7 @@ def _kind(course_root: Path, assignment: str, mode: str | None) -> tuple[bool, t
     assignment then says why).  A guess only: what grading uses comes from :func:`load_assignment`."""
     from . import notebook as nbtools
     from .assignment import _toml_mode, source_folder
+    from .warm_kernel import imports
 
     try:
         paths = sorted(source_folder(course_root, assignment).glob("*.ipynb"))
@@ -354,7 +355,8 @@ def _kind(course_root: Path, assignment: str, mode: str | None) -> tuple[bool, t
         return None
     if not notebooks:
         return None
-    preload = tuple(dict.fromkeys(m for nb in notebooks for m in nbtools.setup_imports(nb)))
+    preload = imports(tuple(dict.fromkeys(m for nb in notebooks for m in nbtools.setup_imports(nb))),
+                      trusted=chosen == "trusted")
     gpu = any(bool((nb.metadata.get("dlperf", {}) or {}).get("requires_gpu")) for nb in notebooks)
     return chosen == "trusted", preload, gpu
 

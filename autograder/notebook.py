@@ -146,7 +146,11 @@ def defined_names(source: str, imports: bool = True) -> set[str]:
 
 
 def setup_imports(source: NotebookNode) -> list[str]:
-    """The modules the setup cells (the code cells before the first solution cell) import, in order."""
+    """The modules the setup cells (the code cells before the first solution cell) import, in order.
+
+    For ``from M import N`` both ``M`` and ``M.N`` (``N`` may be a submodule, as in ``from
+    dlperf.grading.probes import compile_clean``): the preloaders (:mod:`autograder.warm_kernel`, the
+    check run) skip a name that is not a module."""
     modules: list[str] = []
     for code in _setup(source):
         try:
@@ -157,7 +161,7 @@ def setup_imports(source: NotebookNode) -> list[str]:
             if isinstance(node, ast.Import):
                 modules += [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                modules.append(node.module)
+                modules += [node.module, *(f"{node.module}.{a.name}" for a in node.names if a.name != "*")]
     return list(dict.fromkeys(modules))
 
 

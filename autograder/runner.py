@@ -203,9 +203,13 @@ def _threads(settings: Settings, trusted: bool) -> int:
 
 
 def kernel_preload(spec: Assignment) -> tuple[str, ...]:
-    """The modules a warm kernel (and the check run) imports for ``spec``: its setup cells' imports."""
-    return tuple(dict.fromkeys(m for nb_spec in spec.notebooks for m in
-                               nbtools.setup_imports(nbformat.reads(nb_spec.source, as_version=4))))
+    """The modules a warm kernel (and the check run) imports for ``spec``: its setup cells' imports
+    (:func:`autograder.warm_kernel.imports`)."""
+    from .warm_kernel import imports
+
+    return imports(tuple(dict.fromkeys(m for nb_spec in spec.notebooks for m in
+                                       nbtools.setup_imports(nbformat.reads(nb_spec.source, as_version=4)))),
+                   trusted=spec.mode == "trusted")
 
 
 def warm_up(settings: Settings, trusted: bool, preload: tuple[str, ...], requires_gpu: bool = False,

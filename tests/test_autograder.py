@@ -402,7 +402,8 @@ def _grade_every_fixture(session: pytest.Session) -> dict:
     if (root / "gradebook.db").exists():
         with Writer(f"sqlite:///{root / 'gradebook.db'}", root) as writer:
             records = {assignment: writer.records(assignment) for assignment in samples}
-    return {"samples": samples, "records": records, "run": run, "broken": broken, "seconds": seconds}
+    return {"samples": samples, "records": records, "run": run, "broken": broken, "seconds": seconds,
+            "root": root}
 
 
 @pytest.fixture(scope="module")
@@ -433,7 +434,28 @@ def test_every_fixture_of_the_other_exercises(assignment: str, fixtures_graded: 
     samples = graded[assignment]
     assert len(samples) >= 7
     records = fixtures_graded["records"][assignment]
-    assert not sample.compare(samples, records), "\n".join(sample.compare(samples, records))
+    problems = sample.compare(samples, records)
+    assert not problems, "\n".join(problems) + _why(fixtures_graded["root"], assignment, problems, records)
+
+
+def _why(root: Path, assignment: str, problems: list[str], records: list[dict]) -> str:
+    """For a failure's message: what each mis-scored submission's graded cells printed, and its timings
+    (a verdict that changes with the machine's load shows here as a timeout, not as a wrong score)."""
+    lines = []
+    for record in records:
+        if not any(p.startswith(record["student"] + ":") for p in problems):
+            continue
+        lines.append(f"\n--- {record['student']}: {record['outcome']} ({record['reason']}), seconds "
+                     f"{json.dumps(record['seconds'])}")
+        path = root / "autograded" / record["student"] / assignment / f"{assignment}.ipynb"
+        if path.is_file():
+            for cell in nbformat.read(path, as_version=4).cells:
+                grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+                if grade_id in record["cells"] and record["cells"][grade_id]["score"] != \
+                        record["cells"][grade_id]["max_score"]:
+                    text = "".join(o.get("text", "") + "".join(o.get("traceback", [])) for o in cell.get("outputs", []))
+                    lines.append(f"{grade_id}: {text[-1500:]}")
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -35,3 +35,14 @@ def test_running_notebooks_leaves_no_thread_behind(tmp_path: Path) -> None:
         assert ran.cells[0].outputs[0]["text"] == "42\n"
         counts.append(_threads())
     assert counts[2] == counts[0], f"threads after each run: {counts}"
+
+
+def test_a_warm_kernel_preloads_dynamo_only_where_the_hidden_tests_run_in_it() -> None:
+    """nbgrader mode runs the hidden tests (which may train: ``optimizer.step()`` imports torch._dynamo)
+    in the kernel; trusted mode runs them in the check run, so its kernels do not pay for the import."""
+    from autograder.warm_kernel import imports
+
+    assert imports(("torch", "numpy"), trusted=False) == ("torch", "numpy", "torch._dynamo")
+    assert imports(("torch", "numpy"), trusted=True) == ("torch", "numpy")
+    assert imports(("numpy",), trusted=False) == ("numpy",)
+    assert imports(("torch", "torch._dynamo"), trusted=False) == ("torch", "torch._dynamo")
