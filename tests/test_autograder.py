@@ -371,7 +371,7 @@ def test_feedback_export_status_report(graded_class: dict) -> None:
 
 
 OTHER_EXERCISES = ["allreduce", "compile_clean", "ddp_buckets", "no_sync_loop", "pipeline_schedule", "ring_allreduce",
-                   "triton_softmax", "zero1"]
+                   "ring_attention", "triton_softmax", "zero1"]
 
 
 @early.early("fixtures_graded", order=0)
