@@ -168,7 +168,8 @@ def _traffic(run: dict[str, Any]) -> None:
                     f"{run['case']}: rank {r} {what} {got} bytes in {t['messages_' + what]} point-to-point "
                     f"message(s) (counted by the relay); a ring passes K and V on n - 1 = {n - 1} times: "
                     f"(n-1) x 2 x heads x chunk x head_dim x 4 = {want} bytes ({block} bytes per K or V block)"
-                    + (": more than K and V travelled (the queries stay on their rank)" if got > want else "")
+                    + (": more than that travelled (the queries stay on their rank, and the last block a rank receives "
+                       "is not passed on)" if got > want else "")
                     + (": a block did not travel" if got < want else ""))
         if t["messages_sent"] not in (n - 1, 2 * (n - 1)):
             raise CheckFailed(f"{run['case']}: rank {r} sent {t['messages_sent']} point-to-point messages (counted by "
