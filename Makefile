@@ -30,11 +30,18 @@ TORCH ?=
 setup:
 	@bash scripts/setup.sh
 
+# The course's own modules compiled once: where PYTHONDONTWRITEBYTECODE is set (as on this project's
+# machines), every process of the suite and of the book build would otherwise compile what it imports
+# of them again; a file changed since is recompiled in memory, its stale .pyc never used.
+PYC := $(BIN)/python -m compileall -q -j 0 dlperf autograder scripts tests >/dev/null
+
 book: setup
+	@$(PYC)
 	@$(BIN)/python scripts/build_book.py
 
 test: setup
 	@bash scripts/install_system.sh
+	@$(PYC)
 	@$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 exercises: setup

@@ -338,9 +338,10 @@ def _next_preloads(todo: Sequence[Job], preloads: dict[str, tuple[str, ...]], wo
     return [kinds[min(i + workers, len(kinds) - 1)] for i in range(len(kinds))]
 
 
-def _kind(course_root: Path, assignment: str, mode: str | None) -> tuple[bool, tuple[str, ...], bool] | None:
-    """What a worker warms up for ``assignment`` before it is read in full: (trusted mode, its setup
-    imports, wants a GPU), from its source notebooks; None where they cannot be read (reading the
+def _kind(course_root: Path, assignment: str, mode: str | None
+          ) -> tuple[bool, tuple[str, ...], bool, tuple[str, ...]] | None:
+    """What a worker warms up for ``assignment`` before it is read in full: (trusted mode, the warm
+    kernel's imports, wants a GPU, the check run's imports), from its source notebooks; None where they cannot be read (reading the
     assignment then says why).  A guess only: what grading uses comes from :func:`load_assignment`."""
     from . import notebook as nbtools
     from .assignment import _toml_mode, source_folder
@@ -355,10 +356,11 @@ def _kind(course_root: Path, assignment: str, mode: str | None) -> tuple[bool, t
         return None
     if not notebooks:
         return None
-    preload = imports(tuple(dict.fromkeys(m for nb in notebooks for m in nbtools.setup_imports(nb))),
+    preload = imports(tuple(dict.fromkeys(m for nb in notebooks for m in nbtools.setup_imports(nb, True))),
                       trusted=chosen == "trusted")
+    checks = tuple(dict.fromkeys(m for nb in notebooks for m in nbtools.setup_imports(nb)))
     gpu = any(bool((nb.metadata.get("dlperf", {}) or {}).get("requires_gpu")) for nb in notebooks)
-    return chosen == "trusted", preload, gpu
+    return chosen == "trusted", preload, gpu, checks
 
 
 def _warm_up(settings: Settings, trusted: bool, preload: tuple[str, ...], requires_gpu: bool,
@@ -386,7 +388,7 @@ def grade_term(assignments: Sequence[str], *, course_root: Path, db_url: str, st
     """
     from distributed import as_completed
 
-    from .runner import kernel_preload
+    from .runner import check_preload, kernel_preload
 
     names = list(dict.fromkeys(assignments))
     if not names:
@@ -411,7 +413,7 @@ def grade_term(assignments: Sequence[str], *, course_root: Path, db_url: str, st
         left = [name for name in names if any(done[name].get(s.student) != files_digest(s.files())
                                               for s in found[name])]
         kinds = {name: _kind(course_root, name, mode) for name in left}
-        union = tuple(dict.fromkeys(m for k in kinds.values() if k for m in k[1])) if term else None
+        union = tuple(dict.fromkeys(m for k in kinds.values() if k for m in k[3])) if term else None
         client = what = None
         if left:
             client, what = stack.enter_context(connect(choice))
@@ -419,7 +421,7 @@ def grade_term(assignments: Sequence[str], *, course_root: Path, db_url: str, st
             first = kinds[left[0]]
             if first is not None:
                 with contextlib.suppress(Exception):      # a warm-up only: the jobs start what is missing
-                    client.run(_warm_up, settings, first[0], first[1], first[2], union)
+                    client.run(_warm_up, settings, first[0], first[1], first[2], union or first[3])
         specs: dict[str, Assignment] = {}
         for name in names:
             specs[name] = spec = load_assignment(name, course_root, db_url, mode)
@@ -455,10 +457,10 @@ def grade_term(assignments: Sequence[str], *, course_root: Path, db_url: str, st
         # One check run per worker for the whole run: it imports what any of the assignments' setup
         # cells import (public: the notebooks' own imports), and each job still runs in a fork of it.
         preloads = {name: kernel_preload(specs[name]) for name in names}
-        if term:
-            union = union or tuple(dict.fromkeys(m for name in names for m in preloads[name]))
-            for job in todo:
-                job.check_preload = union
+        checks = {name: check_preload(specs[name]) for name in names}
+        union = union or tuple(dict.fromkeys(m for name in names for m in checks[name]))
+        for job in todo:
+            job.check_preload = union if term else checks[job.assignment]
         counts = {name: sum(j.assignment == name for j in todo) for name in names}
         infos = client.scheduler_info()["workers"]
         workers = len(infos) or 1

@@ -145,12 +145,13 @@ def defined_names(source: str, imports: bool = True) -> set[str]:
     return names
 
 
-def setup_imports(source: NotebookNode) -> list[str]:
+def setup_imports(source: NotebookNode, submodules: bool = False) -> list[str]:
     """The modules the setup cells (the code cells before the first solution cell) import, in order.
 
-    For ``from M import N`` both ``M`` and ``M.N`` (``N`` may be a submodule, as in ``from
-    dlperf.grading.probes import compile_clean``): the preloaders (:mod:`autograder.warm_kernel`, the
-    check run) skip a name that is not a module."""
+    ``submodules``: for ``from M import N`` both ``M`` and ``M.N`` (``N`` may be a submodule, as in ``from
+    dlperf.grading.probes import compile_clean``), for the warm kernel (:mod:`autograder.warm_kernel`), which
+    skips a name that is not a module.  Not for the check run: what it imports, the processes it forks
+    for the student's code inherit (a probe imported there before the fork broke zero1's ranks)."""
     modules: list[str] = []
     for code in _setup(source):
         try:
@@ -161,7 +162,9 @@ def setup_imports(source: NotebookNode) -> list[str]:
             if isinstance(node, ast.Import):
                 modules += [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                modules += [node.module, *(f"{node.module}.{a.name}" for a in node.names if a.name != "*")]
+                modules.append(node.module)
+                if submodules:
+                    modules += [f"{node.module}.{a.name}" for a in node.names if a.name != "*"]
     return list(dict.fromkeys(modules))
 
 

@@ -43,7 +43,7 @@ from .assignment import Assignment
 from .kernel import run_notebook
 from .slots import REPO, gpu_devices, release_spares, take_slot, warm
 
-__all__ = ["OUTCOMES", "REPO", "Job", "Result", "Settings", "grade", "kernel_preload", "release_spares",
+__all__ = ["OUTCOMES", "REPO", "Job", "Result", "Settings", "check_preload", "grade", "kernel_preload", "release_spares",
            "warm_up"]
 
 OUTCOMES = ("graded", "timed out", "crashed", "tampered", "invalid", "infrastructure failure")
@@ -203,13 +203,21 @@ def _threads(settings: Settings, trusted: bool) -> int:
 
 
 def kernel_preload(spec: Assignment) -> tuple[str, ...]:
-    """The modules a warm kernel (and the check run) imports for ``spec``: its setup cells' imports
+    """The modules a warm kernel imports for ``spec``: its setup cells' imports and submodules
     (:func:`autograder.warm_kernel.imports`)."""
     from .warm_kernel import imports
 
-    return imports(tuple(dict.fromkeys(m for nb_spec in spec.notebooks for m in
-                                       nbtools.setup_imports(nbformat.reads(nb_spec.source, as_version=4)))),
-                   trusted=spec.mode == "trusted")
+    return imports(_setup_imports(spec, submodules=True), trusted=spec.mode == "trusted")
+
+
+def check_preload(spec: Assignment) -> tuple[str, ...]:
+    """The modules the check run imports for ``spec`` before it forks: its setup cells' imports."""
+    return _setup_imports(spec, submodules=False)
+
+
+def _setup_imports(spec: Assignment, submodules: bool) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(m for nb_spec in spec.notebooks for m in nbtools.setup_imports(
+        nbformat.reads(nb_spec.source, as_version=4), submodules=submodules)))
 
 
 def warm_up(settings: Settings, trusted: bool, preload: tuple[str, ...], requires_gpu: bool = False,
@@ -274,7 +282,7 @@ def grade(job: Job, *, worker: str = "", queued: float = 0.0, prewarm: bool = Fa
     t_slot = time.monotonic()
     try:
         slot = take_slot(settings, gpu, prewarm and job.spare, checks=trusted, preload=kernel_preload(spec),
-                         threads=_threads(settings, trusted), check_preload=job.check_preload,
+                         threads=_threads(settings, trusted), check_preload=job.check_preload if job.check_preload is not None else check_preload(spec),
                          next_preload=job.next_preload)
     except Exception as exc:  # noqa: BLE001 - the runner's own failure, not the student's
         return result("infrastructure failure", f"could not start the sandbox: {type(exc).__name__}: {exc}")
