@@ -33,7 +33,7 @@ setup:
 # The course's own modules compiled once: where PYTHONDONTWRITEBYTECODE is set (as on this project's
 # machines), every process of the suite and of the book build would otherwise compile what it imports
 # of them again; a file changed since is recompiled in memory, its stale .pyc never used.
-PYC := $(BIN)/python -m compileall -q -j 0 dlperf autograder scripts tests >/dev/null
+PYC := $(BIN)/python -m compileall -q -j 0 -x /submissions/ dlperf autograder scripts tests
 
 book: setup
 	@$(PYC)
