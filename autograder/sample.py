@@ -338,6 +338,28 @@ def compare(samples: Sequence[Sample], records: Sequence[dict[str, Any]]) -> lis
     return problems
 
 
+def explain(root: Path, assignment: str, problems: Sequence[str], records: Sequence[dict[str, Any]]) -> list[str]:
+    """For each student named in ``problems`` (:func:`compare`): the record's outcome and timings, and what
+    each of its cells that lost points printed in the autograded notebook under ``root`` (a verdict that
+    changes with the machine's load shows here as a timeout or a crash, not only as a score)."""
+    lines = []
+    for record in records:
+        if not any(p.startswith(record["student"] + ":") for p in problems):
+            continue
+        lines.append(f"--- {record['student']}: {record['outcome']} ({record['reason']}), seconds "
+                     f"{json.dumps(record['seconds'])}")
+        path = root / "autograded" / record["student"] / assignment / f"{assignment}.ipynb"
+        if not path.is_file():
+            continue
+        for cell in nbformat.read(path, as_version=4).cells:
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+            score = record["cells"].get(grade_id)
+            if score is not None and score["score"] != score["max_score"]:
+                text = "".join(o.get("text", "") + "\n".join(o.get("traceback", [])) for o in cell.get("outputs", []))
+                lines.append(f"{grade_id}: {text[-1500:]}")
+    return lines
+
+
 def grade_sample(args: argparse.Namespace, autograder: Callable[[list[str]], int]) -> int:
     """``autograder sample``: build, collect, grade, report, compare.
 
@@ -388,8 +410,10 @@ def grade_sample(args: argparse.Namespace, autograder: Callable[[list[str]], int
     problems = []
     with Writer(f"sqlite:///{root / 'gradebook.db'}", root) as writer:
         for assignment, samples in classes.items():
-            found = compare(samples, writer.records(assignment))
+            records = writer.records(assignment)
+            found = compare(samples, records)
             problems += [f"{assignment}: {p}" if len(names) > 1 else p for p in found]
+            problems += explain(root, assignment, found, records)
     if problems:
         print("\nNOT as expected:\n  " + "\n  ".join(problems))
         return 1

@@ -370,8 +370,8 @@ def test_feedback_export_status_report(graded_class: dict) -> None:
     assert report.is_file() and "reference" in report.read_text()
 
 
-OTHER_EXERCISES = ["allreduce", "compile_clean", "ddp_buckets", "no_sync_loop", "pipeline_schedule", "ring_allreduce",
-                   "ring_attention", "triton_softmax", "zero1"]
+OTHER_EXERCISES = ["allreduce", "compile_clean", "ddp_buckets", "flash_attention", "no_sync_loop", "pipeline_schedule",
+                   "ring_allreduce", "ring_attention", "triton_softmax", "zero1"]
 
 
 @early.early("fixtures_graded", order=0)
@@ -435,27 +435,7 @@ def test_every_fixture_of_the_other_exercises(assignment: str, fixtures_graded: 
     assert len(samples) >= 7
     records = fixtures_graded["records"][assignment]
     problems = sample.compare(samples, records)
-    assert not problems, "\n".join(problems) + _why(fixtures_graded["root"], assignment, problems, records)
-
-
-def _why(root: Path, assignment: str, problems: list[str], records: list[dict]) -> str:
-    """For a failure's message: what each mis-scored submission's graded cells printed, and its timings
-    (a verdict that changes with the machine's load shows here as a timeout, not as a wrong score)."""
-    lines = []
-    for record in records:
-        if not any(p.startswith(record["student"] + ":") for p in problems):
-            continue
-        lines.append(f"\n--- {record['student']}: {record['outcome']} ({record['reason']}), seconds "
-                     f"{json.dumps(record['seconds'])}")
-        path = root / "autograded" / record["student"] / assignment / f"{assignment}.ipynb"
-        if path.is_file():
-            for cell in nbformat.read(path, as_version=4).cells:
-                grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
-                if grade_id in record["cells"] and record["cells"][grade_id]["score"] != \
-                        record["cells"][grade_id]["max_score"]:
-                    text = "".join(o.get("text", "") + "".join(o.get("traceback", [])) for o in cell.get("outputs", []))
-                    lines.append(f"{grade_id}: {text[-1500:]}")
-    return "\n".join(lines)
+    assert not problems, "\n".join([*problems, *sample.explain(fixtures_graded["root"], assignment, problems, records)])
 
 
 # ---------------------------------------------------------------------------------------------

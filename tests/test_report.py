@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -419,3 +420,24 @@ def test_module_examples():
         result = doctest.testmod(importlib.import_module(f"autograder.report.{info.name}"))
         attempted, failed = attempted + result.attempted, failed + result.failed
     assert attempted >= 7 and failed == 0
+
+
+def test_a_mis_scored_submission_is_explained_by_its_cells_output_and_timings(tmp_path: Path) -> None:
+    """What ``autograder sample`` and the fixture test print when a record is not as expected."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+    from autograder import sample
+
+    cells = [new_code_cell("check()", metadata={"nbgrader": {"grade_id": f"ex-{g}", "points": 2}},
+                           outputs=[new_output("stream", name="stdout", text=f"{g}: CheckFailed: timed out\n")])
+             for g in ("a", "b")]
+    folder = tmp_path / "autograded" / "alice" / "ex"
+    folder.mkdir(parents=True)
+    nbformat.write(new_notebook(cells=cells), folder / "ex.ipynb")
+    records = [{"student": "alice", "outcome": "graded", "reason": "", "seconds": {"checks": 61.0},
+                "cells": {"ex-a": {"score": 2.0, "max_score": 2.0}, "ex-b": {"score": 0, "max_score": 2.0}}},
+               {"student": "bob", "outcome": "graded", "reason": "", "seconds": {}, "cells": {}}]
+    lines = sample.explain(tmp_path, "ex", ["alice: score 2.0, expected 4"], records)
+    assert lines[0].startswith("--- alice: graded") and '"checks": 61.0' in lines[0]
+    assert lines[1:] == ["ex-b: b: CheckFailed: timed out\n"]          # the full-marks cell and bob: not shown
