@@ -458,7 +458,8 @@ def grade_term(assignments: Sequence[str], *, course_root: Path, db_url: str, st
         # cells import (public: the notebooks' own imports), and each job still runs in a fork of it.
         preloads = {name: kernel_preload(specs[name]) for name in names}
         checks = {name: check_preload(specs[name]) for name in names}
-        union = union or tuple(dict.fromkeys(m for name in names for m in checks[name]))
+        if term:
+            union = union or tuple(dict.fromkeys(m for name in names for m in checks[name]))
         for job in todo:
             job.check_preload = union if term else checks[job.assignment]
         counts = {name: sum(j.assignment == name for j in todo) for name in names}

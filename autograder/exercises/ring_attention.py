@@ -36,6 +36,7 @@ import torch
 from dlperf.grading.probes import ring_attention as probe
 from dlperf.grading.reading import read
 
+from autograder.exercises import self_check_case
 from autograder.exercises.runs import RunsOnce
 from autograder.trusted import CheckFailed, Ranks, StudentRaised, seed
 
@@ -201,15 +202,5 @@ def check(*solution: Any, source: Sequence[tuple[str, str]], runs: Sequence[Any]
 
 
 def case(*solution: Any, runs: Sequence[Any] = SELF_CHECK_RUNS, what: str) -> Callable[[], tuple[Any, Any, bool]]:
-    """A :class:`~dlperf.grading.SelfCheck` case: :func:`check` on ``runs`` (the grader's code, the same
-    rules); the message of a failure is printed in full above the table."""
-    from dlperf.grading.reading import cells_of
-
-    def run() -> tuple[Any, Any, bool]:
-        try:
-            check(*solution, source=cells_of(*solution), runs=runs, what=what)
-        except CheckFailed as exc:
-            print(f"{what}: {exc}\n")
-            return str(exc).splitlines()[0][:60], "passes", False
-        return "passes", "passes", True
-    return run
+    """A self-check case: :func:`check` on ``runs`` (:func:`autograder.exercises.self_check_case`)."""
+    return self_check_case(check, solution, runs, what)
