@@ -28,7 +28,8 @@ import math
 
 import torch
 
-__all__ = ["Partial", "attention", "block_partial", "causal_mask", "merge", "online_softmax", "partial"]
+__all__ = ["Partial", "attention", "block_partial", "causal_mask", "flash_forward", "merge", "online_softmax",
+           "partial"]
 
 
 def causal_mask(n_q: int, n_k: int, q_offset: int = 0, k_offset: int = 0,
@@ -126,3 +127,45 @@ def online_softmax(x: torch.Tensor, block: int) -> torch.Tensor:
         l = l * torch.exp(m - m_new) + torch.exp(xb - m_new[..., None]).sum(dim=-1)
         m = m_new
     return torch.exp(x - m[..., None]) / l[..., None]
+
+
+def flash_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+                  block_m: int = 64, block_n: int = 64,
+                  scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """FlashAttention-2's forward loop in PyTorch, written to be read: ``(out, lse)``, both float32.
+
+    The outer loop is over blocks of ``block_m`` queries (on a GPU, one program each, independent); each
+    keeps a running maximum ``m``, a running sum ``l`` and an *unnormalised* accumulator ``acc`` (``sum_j
+    exp(s_j - m) v_j``) and walks the keys in blocks of ``block_n``: scores, new maximum, ``l`` and ``acc``
+    rescaled by ``exp(m_old - m_new)``, the block's exponentials and their product with the values added.
+    One division at the end; ``lse = m + log l`` is what the backward pass keeps.  Causal (query ``i`` sees
+    keys ``0..i``): a query block's loop stops after its last query, so key blocks wholly above the diagonal
+    are never read, and only the blocks that cross the diagonal are masked.  Ragged ends are slices here;
+    a kernel, whose blocks have a fixed size, masks them instead (:mod:`dlperf.kernels.flash`).  At most
+    ``block_m x block_n`` scores exist at once.  Equal to :func:`attention` to rounding.
+    """
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    out = torch.empty(*q.shape[:-1], v.shape[-1], device=q.device)
+    lse = torch.empty(q.shape[:-1], device=q.device)
+    for i in range(0, n_q, block_m):                     # one program per query block
+        qi = q[..., i:i + block_m, :].float() * scale
+        m = torch.full(qi.shape[:-1], -math.inf, device=q.device)     # running maximum
+        l = torch.zeros(qi.shape[:-1], device=q.device)               # running sum
+        acc = torch.zeros(*qi.shape[:-1], v.shape[-1], device=q.device)
+        stop = min(i + block_m, n_k) if causal else n_k  # causal: no key after the last query
+        for j in range(0, stop, block_n):
+            kj, vj = k[..., j:j + block_n, :].float(), v[..., j:j + block_n, :].float()
+            s = qi @ kj.transpose(-1, -2)                # block_m x block_n scores
+            if causal and j + block_n > i + 1:           # a block that crosses the diagonal
+                s = s.masked_fill(~causal_mask(s.shape[-2], s.shape[-1], i, j, q.device),
+                                  -math.inf)
+            m_next = torch.maximum(m, s.amax(dim=-1))
+            rescale = torch.exp(m - m_next)              # < 1 where the maximum grew
+            e = torch.exp(s - m_next[..., None])
+            l = l * rescale + e.sum(dim=-1)
+            acc = acc * rescale[..., None] + e @ vj
+            m = m_next
+        out[..., i:i + block_m, :] = acc / l[..., None]  # one normalisation, at the end
+        lse[..., i:i + block_m] = m + torch.log(l)
+    return out, lse

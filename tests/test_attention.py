@@ -8,7 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from dlperf.attention import Partial, attention, block_partial, causal_mask, merge, online_softmax, partial
+from dlperf.attention import (Partial, attention, block_partial, causal_mask, flash_forward, merge, online_softmax,
+                              partial)
 
 
 def _qkv(n_q=13, n_k=29, d=8, seed=0, dtype=torch.float32):
@@ -65,3 +66,47 @@ def test_half_inputs_accumulate_in_float32():
     got = block_partial(q, k, v, 8).out
     assert got.dtype == torch.float32
     torch.testing.assert_close(got, attention(q, k, v), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("blocks", [(16, 16), (32, 8), (8, 32), (7, 5), (64, 64)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("n_q,n_k", [(29, 29), (13, 29), (40, 17)])
+def test_flash_forward_is_attention_and_its_lse(blocks, causal, n_q, n_k):
+    q, k, v = _qkv(n_q=n_q, n_k=n_k, seed=1)
+    out, lse = flash_forward(q, k, v, causal=causal, block_m=blocks[0], block_n=blocks[1])
+    assert out.dtype == lse.dtype == torch.float32 and out.shape == q.shape and lse.shape == q.shape[:-1]
+    torch.testing.assert_close(out, attention(q, k, v, causal=causal), rtol=1e-5, atol=1e-5)
+    s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    if causal:
+        s = s.masked_fill(~causal_mask(n_q, n_k), float("-inf"))
+    torch.testing.assert_close(lse, torch.logsumexp(s, -1), rtol=1e-5, atol=1e-5)
+
+
+def test_flash_forward_rescales_when_a_later_block_raises_the_maximum():
+    q, k, v = _qkv(n_q=8, n_k=32, seed=2)
+    k[..., 24:, :] = 4 * q[..., :1, :]                 # the last key block holds every query's largest score
+    out, _ = flash_forward(q, k, v, block_m=8, block_n=8)
+    torch.testing.assert_close(out, attention(q, k, v), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("block_m,block_n", [(16, 16), (16, 8), (32, 16)])
+def test_causal_flash_forward_never_reads_a_key_block_above_the_diagonal(block_m, block_n):
+    q, k, v = _qkv(n_q=50, n_k=50, seed=3)
+    for t in range(-(-50 // block_m)):
+        above = -(-min((t + 1) * block_m, 50) // block_n) * block_n    # the first key block it must not read
+        k_nan, v_nan = k.clone(), v.clone()
+        k_nan[..., above:, :] = v_nan[..., above:, :] = float("nan")  # a read spreads NaN into the output
+        out, lse = flash_forward(q, k_nan, v_nan, causal=True, block_m=block_m, block_n=block_n)
+        rows = slice(t * block_m, (t + 1) * block_m)
+        torch.testing.assert_close(out[..., rows, :], attention(q, k, v, causal=True)[..., rows, :],
+                                   rtol=1e-5, atol=1e-5)
+    # without the mask every key is read: the same poison reaches the output
+    k[..., 40:, :] = float("nan")
+    assert flash_forward(q, k, v, block_m=16, block_n=16)[0].isnan().all()
+
+
+def test_flash_forward_of_half_inputs_accumulates_in_float32():
+    q, k, v = _qkv(dtype=torch.bfloat16)
+    out, lse = flash_forward(q, k, v, causal=True, block_m=8, block_n=4)
+    assert out.dtype == lse.dtype == torch.float32
+    torch.testing.assert_close(out, attention(q, k, v, causal=True), rtol=1e-5, atol=1e-5)

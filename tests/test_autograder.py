@@ -376,8 +376,8 @@ def test_feedback_export_status_report(graded_class: dict) -> None:
     assert report.is_file() and "reference" in report.read_text()
 
 
-OTHER_EXERCISES = ["allreduce", "compile_clean", "ddp_buckets", "no_sync_loop", "pipeline_schedule", "ring_allreduce",
-                   "ring_attention", "triton_softmax", "zero1"]
+OTHER_EXERCISES = ["allreduce", "compile_clean", "ddp_buckets", "flash_attention", "no_sync_loop", "pipeline_schedule",
+                   "ring_allreduce", "ring_attention", "ssp_server", "triton_softmax", "zero1"]
 
 
 @early.early("fixtures_graded", order=0)

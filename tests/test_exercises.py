@@ -15,8 +15,8 @@ import pytest
 
 from autograder import course
 
-EXERCISES = ["allreduce", "compile_clean", "ddp_buckets", "gradscaler", "no_sync_loop", "pipeline_schedule",
-             "ring_allreduce", "ring_attention", "triton_softmax", "zero1"]
+EXERCISES = ["allreduce", "compile_clean", "ddp_buckets", "flash_attention", "gradscaler", "no_sync_loop",
+             "pipeline_schedule", "ring_allreduce", "ring_attention", "ssp_server", "triton_softmax", "zero1"]
 MARKERS = (course.BEGIN_SOLUTION, course.END_SOLUTION, course.BEGIN_HIDDEN, course.END_HIDDEN)
 
 
