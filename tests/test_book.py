@@ -139,6 +139,10 @@ EXERCISE_CHAPTERS = {"book/multi-gpu": "allreduce", "book/parameter-servers": "r
                      "book/attention-kernels": "flash_attention"}
 
 
+# chapters with a second exercise
+MORE_EXERCISE_CHAPTERS = [("book/parameter-servers", "ssp_server")]
+
+
 def _links(page: Path) -> list[str]:
     return re.findall(r'href="([^"]+)"', page.read_text())
 
@@ -146,7 +150,7 @@ def _links(page: Path) -> list[str]:
 def test_each_exercise_chapter_and_the_exercises_page_offer_the_student_notebook(book):
     from autograder import course
 
-    for doc, aid in EXERCISE_CHAPTERS.items():
+    for doc, aid in [*EXERCISE_CHAPTERS.items(), *MORE_EXERCISE_CHAPTERS]:
         for page in (book.html / f"{doc}.html", book.html / "book" / "exercises.html"):
             targets = [u for u in _links(page) if urlsplit(u).path.endswith(f"/{aid}.ipynb")]
             assert targets, f"{page.name} does not link to {aid}.ipynb"

@@ -139,3 +139,95 @@ def test_kv_heads_split_only_as_far_as_there_are_kv_heads():
         model.layers * (others8 / 2 - others8) + model.embedding_params * 2 * (1 / 16 - 1 / 8), rel=1e-9)
     uneven = PL.plan(model, PL.Strategy(dp=1, tp=12, zero=0), 12)
     assert not uneven.feasible and "KV heads" in uneven.reason
+
+
+# --------------------------------------------------------------------------------------------
+# Context and expert parallelism, newer schedules: the formulas against measured runs
+# --------------------------------------------------------------------------------------------
+
+from dlperf.launch import launch                       # noqa: E402
+from dlperf.parallel import pipeline as PP             # noqa: E402
+
+
+@pytest.mark.parametrize("world,seq_len", [(2, 8), (3, 12)])
+def test_context_bytes_against_ring_attention_on_ranks(world, seq_len):
+    """The planner's ring formula against the bytes the ranks of dlperf.parallel.context counted, both layouts."""
+    heads, head_dim = 2, 4
+    ranks = launch("dlperf.parallel.context:chapter_worker", world, args=(seq_len, heads, head_dim, False, 0, 1, ()),
+                   start_method="fork", verbose=False, timeout=120)
+    formula = PL.context_parallel_bytes(seq_len, world, heads * head_dim, element_size=4)
+    for r in ranks:
+        for scheme in ("contiguous", "zigzag"):
+            assert sum(c.nbytes for c in r[scheme]["traffic"]) == formula["forward"]
+            assert sum(c.nbytes for c in r[scheme]["backward_traffic"]) == formula["backward"]
+    full = PL.context_parallel_bytes(seq_len, world, heads * head_dim, element_size=4, recompute="full")
+    assert full["forward"] == 2 * formula["forward"] and PL.context_parallel_bytes(8, 1, 8)["backward"] == 0
+
+
+def test_expert_bytes_against_the_all_to_all_on_ranks():
+    """The planner's even-routing formula against the dispatch and combine bytes counted by dlperf.parallel.experts."""
+    world, tokens, d, experts, k = 4, 16, 8, 8, 2
+    ranks = launch("planner_workers:balanced_moe", world, args=(tokens, d, 16, experts, k),
+                   start_method="fork", verbose=False, timeout=120)
+    formula = PL.expert_parallel_bytes(tokens, d, k, world, element_size=4)
+    for r in ranks:
+        assert r["kept"] == tokens * k                                     # nothing dropped
+        sent = {c.phase: c.nbytes for c in r["traffic"]}
+        assert sent["dispatch"] == formula["dispatch"] and sent["combine"] == formula["combine"]
+    assert formula["backward"] == 2 * formula["dispatch"]
+
+
+def test_moe_parameters():
+    # Jiang et al. 2024: 47 B parameters, 13 B active per token
+    assert round(PL.MIXTRAL_8X7B.params / 1e9, 1) == 46.7 and round(PL.MIXTRAL_8X7B.active_params / 1e9, 1) == 12.9
+    moe = PL.Transformer("tiny moe", layers=2, hidden=8, ffn=16, heads=2, kv_heads=2, vocab=10, seq_len=8,
+                         gated_mlp=False, experts=4, top_k=2)
+    assert moe.layer_params == 256 + 4 * 256 + 4 * 8 + 16
+    assert moe.params - moe.active_params == 2 * 2 * 256
+
+
+def test_context_and_expert_plan_worked_by_hand():
+    moe = PL.Transformer("tiny moe", layers=2, hidden=8, ffn=16, heads=2, kv_heads=2, vocab=10, seq_len=8,
+                         gated_mlp=False, experts=4, top_k=2)
+    st = PL.Strategy(dp=2, cp=2, ep=2, zero=1, sequence_parallel=False, recompute="selective", reduce_dtype="bf16")
+    r = PL.plan(moe, st, batch_sequences=4)
+    assert r.feasible and r.gpus == 4 and r.microbatches == 2
+    dense = 2 * (256 + 4 * 8 + 16) + 2 * 80 + 8                            # attention, gate, norms; embeddings
+    experts = 2 * 4 * 256 / 2                                              # half of each layer's experts
+    assert r.params_per_gpu == dense + experts
+    # ZeRO-1: dense optimizer state over dp x cp = 4 ranks, the experts' over 4 / ep = 2
+    assert r.memory.optimizer == pytest.approx(12 * dense / 4 + 12 * experts / 2)
+    # 4 tokens per rank (8 / cp); K/V blocks of 2 x 4 x 8 x 2 bytes, 1 forward + 3 backward, 2 layers x 2 micro-batches
+    assert r.sent_bytes["context"] == (1 + 3) * 2 * 4 * 8 * 2 * 2 * 2
+    # 4 all-to-alls of k T h 2 bytes x 1/2, per layer and micro-batch
+    assert r.sent_bytes["expert"] == 4 * (2 * 4 * 8 * 2 / 2) * 2 * 2
+    assert r.flops_per_gpu == 6 * moe.active_params * 4 * 8 / 4
+    assert "CP 2" in st.label() and "EP 2" in st.label()
+    assert not PL.plan(moe, PL.Strategy(dp=1, cp=3), 4).feasible                    # 8 tokens, 6 zig-zag chunks
+    assert "experts" in PL.plan(moe, PL.Strategy(dp=2, ep=4), 4).reason
+
+
+@pytest.mark.parametrize("schedule", ["1F1B", "GPipe", "interleaved 1F1B", "ZB-H1"])
+def test_planner_bubble_against_the_simulator(schedule):
+    """The planner's closed forms against the bubble and the activations the simulator counted."""
+    model = PL.Transformer("t", layers=8, hidden=8, ffn=16, heads=2, kv_heads=2, vocab=10, seq_len=8)
+    st = PL.Strategy(dp=1, pp=4, schedule=schedule, sequence_parallel=False)
+    r = PL.plan(model, st, batch_sequences=8)
+    run = PP.simulate(schedule, 4, 8, forward=1, backward=2)
+    assert r.bubble == pytest.approx(run.bubble)
+    one = PL.plan(model, PL.Strategy(dp=1, pp=4, sequence_parallel=False), batch_sequences=8)
+    ratio = r.memory.activations / one.memory.activations                  # against 1F1B's 4 held
+    assert ratio == pytest.approx(run.peak_activations(0) / 4)
+
+
+def test_recommendation_agrees_with_the_table():
+    llama, n = PL.LLAMA2_70B, 1024
+    strategies = [PL.Strategy(dp=256, tp=8, zero=0), PL.Strategy(dp=256, tp=8, zero=1),
+                  PL.Strategy(dp=64, tp=8, pp=4, zero=1), PL.Strategy(dp=64, tp=8, pp=4, zero=1, schedule="ZB-H1")]
+    plans = [PL.plan(llama, st, n, mfu=0.4) for st in strategies]
+    best, why = PL.recommend(plans)
+    assert best is min((p for p in plans if p.fits), key=lambda p: p.step_with_data_s)
+    assert not plans[0].fits and best.strategy.label() in why and "quickest" in why
+    assert plans[3].bubble < plans[2].bubble                                # the zero-bubble schedule helps
+    none, why = PL.recommend([plans[0]])
+    assert none is plans[0] and why.startswith("none fits")

@@ -60,14 +60,18 @@ from dlperf.grading.wire import Opaque
 __all__ = ["FORBID", "RULES", "Deadlock", "Run", "cases", "check_bubble", "check_gpipe", "check_memory", "check_valid",
            "complete", "execute", "findings", "makespan", "peak_activations", "timeline", "times", "well_formed"]
 
-# The ready-made schedules a cell could otherwise return: the chapter's library (``dlperf.parallel.pipeline``: both
-# schedules, the table of them, and every function that builds one from a name) and PyTorch's
+# The ready-made schedules a cell could otherwise return: the chapter's library (``dlperf.parallel.pipeline`` and
+# ``dlperf.parallel.schedules``, where they are defined: both schedules, interleaved 1F1B, which is 1F1B with one
+# chunk, the tables of them, and every function that builds one from a name) and PyTorch's
 # ``torch.distributed.pipelining`` (every schedule class, through their common base, and the functions that compute
 # a schedule's order).  The host switches them off and hides their source files (:class:`Student`'s ``forbid``).
 _TORCH = "torch.distributed.pipelining."
 FORBID = [*(f"dlperf.parallel.pipeline.{name}" for name in (
               "gpipe", "one_f_one_b", "SCHEDULES", "simulate", "stage_worker", "torch_worker", "chapter_worker",
-              "timeline_worker")),
+              "timeline_worker", "modern_worker")),
+          # where the schedules are defined (the names above are re-exported from there)
+          *(f"dlperf.parallel.schedules.{name}" for name in (
+              "gpipe", "one_f_one_b", "interleaved_1f1b", "zb_h1", "SCHEDULES", "ALL_SCHEDULES")),
           *(f"{_TORCH}schedules.{name}" for name in (
               "_PipelineSchedule", "get_schedule_class", "_get_1f1b_rank_ops", "_get_warmup_ops", "_add_send_recv",
               "_simulate_comms_compute", "_format_pipeline_order", "_validate_schedule", "_merge_bw",

@@ -1,41 +1,33 @@
-"""Pipeline parallelism: schedules as data, a simulator that runs them, and real stages.
+"""Pipeline parallelism: a simulator that runs schedules, and real stages.
 
 The model is cut into ``p`` consecutive *stages*, one per rank; a batch is cut into ``m``
 *micro-batches*.  Stage ``s`` runs the forward pass ``F_i`` of micro-batch ``i`` after stage
 ``s-1`` has sent it the activation of ``F_i``, and the backward pass ``B_i`` after stage ``s+1``
 has sent it the gradient of ``B_i``.  A *schedule* says in which order each stage runs its
-``2m`` actions (:func:`gpipe`, :func:`one_f_one_b`): a list per stage of :class:`Action`\\ s.
-
-* **GPipe** (Huang et al., "GPipe: Efficient Training of Giant Neural Networks using Pipeline
-  Parallelism", NeurIPS 2019): every stage runs all ``m`` forwards, then all ``m`` backwards.
-  A stage keeps the activations of all ``m`` micro-batches until their backward.
-* **1F1B** (PipeDream-Flush; Narayanan et al., "Memory-Efficient Pipeline-Parallel DNN
-  Training", ICML 2021, and "Efficient Large-Scale Language Model Training on GPU Clusters
-  Using Megatron-LM", SC 2021): stage ``s`` runs ``min(p - 1 - s, m)`` warm-up forwards, then
-  alternates one forward and one backward, then drains the remaining backwards.  It holds at
-  most ``min(p - s, m)`` micro-batches' activations.
-
-With equal times ``t_f`` and ``t_b`` on every stage and free communication, both take
-``(m + p - 1)(t_f + t_b)``, of which each stage computes ``m (t_f + t_b)``: the idle fraction,
-the *bubble*, is ``(p - 1) / (m + p - 1)``.
+actions: :mod:`dlperf.parallel.schedules` (GPipe, 1F1B, interleaved 1F1B with ``v`` chunks per
+rank, ZB-H1 with the backward pass split into ``B`` and ``W``; re-exported here), with their
+closed forms.  With equal times ``t_f`` and ``t_b`` on every stage and free communication, GPipe
+and 1F1B take ``(m + p - 1)(t_f + t_b)``, of which each stage computes ``m (t_f + t_b)``: the idle
+fraction, the *bubble*, is ``(p - 1) / (m + p - 1)``.
 
 :func:`simulate` runs a schedule with per-stage compute times and point-to-point transfers
 between neighbouring stages on links of the alpha-beta model (a :class:`dlperf.cluster.LinkSpec`
-or a :class:`dlperf.cluster.Topology` with links ``s -> s+1`` and ``s+1 -> s``; each directed link
-carries one message at a time, in order).  Every action and every message is recorded with its
-start and end (:class:`SimRun`): the bubble and the activations in flight are *counted* from
-them, not computed from the formulas.
+or a :class:`dlperf.cluster.Topology` with links ``s -> s+1`` and ``s+1 -> s``, and ``p-1 -> 0``
+for interleaved schedules; each directed link carries one message at a time, in order).  Every
+action and every message is recorded with its start and end (:class:`SimRun`): the bubble and the
+activations in flight are *counted* from them, not computed from the formulas.
 
 :func:`stage_worker` runs a schedule on real ranks (``torch.distributed`` ``isend``/``recv`` of
-activations and gradients); :func:`torch_worker` runs PyTorch's ``torch.distributed.pipelining``
-(``PipelineStage``, ``ScheduleGPipe``, ``Schedule1F1B``); :func:`reference` trains the same model in
-one process.
+activations and gradients, ``v`` chunks per rank, ``B`` and ``W`` apart with ``torch.autograd.grad``);
+:func:`torch_worker` runs PyTorch's ``torch.distributed.pipelining`` (``PipelineStage``,
+``ScheduleGPipe``, ``Schedule1F1B``, ``ScheduleInterleaved1F1B``, ``ScheduleInterleavedZeroBubble``,
+``ScheduleZBVZeroBubble``); :func:`reference` trains the same model in one process.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,9 +36,13 @@ import torch.distributed as dist
 from torch import nn
 
 from ..cluster import LinkSpec, Topology, transfer_time
+from .schedules import (ALL_SCHEDULES, SCHEDULES, Action, Schedule, bubble_fraction, gpipe, interleaved_1f1b,
+                        one_f_one_b, shape, validate, zb_h1)
 
 __all__ = [
+    "ALL_SCHEDULES",
     "SCHEDULES",
+    "TORCH_SCHEDULES",
     "Action",
     "Message",
     "SimRun",
@@ -55,7 +51,10 @@ __all__ = [
     "bubble_fraction",
     "chapter_worker",
     "gpipe",
+    "in_model_order",
+    "interleaved_1f1b",
     "make_model",
+    "modern_worker",
     "one_f_one_b",
     "plot",
     "reference",
@@ -66,75 +65,8 @@ __all__ = [
     "timeline_worker",
     "torch_worker",
     "validate",
+    "zb_h1",
 ]
-
-
-@dataclass(frozen=True)
-class Action:
-    """One unit of a stage's work: ``kind`` ``"F"`` (forward) or ``"B"`` (backward) of a micro-batch."""
-
-    kind: str
-    microbatch: int
-
-    def __str__(self) -> str:
-        return f"{self.kind}{self.microbatch}"
-
-
-Schedule = list[list[Action]]
-
-
-def _check(p: int, m: int) -> None:
-    if p < 1 or m < 1:
-        raise ValueError(f"a pipeline needs p >= 1 stages and m >= 1 micro-batches, got p={p}, m={m}")
-
-
-def gpipe(p: int, m: int) -> Schedule:
-    """Every stage: ``F_0 .. F_{m-1}``, then ``B_0 .. B_{m-1}`` (the order of PyTorch's ``ScheduleGPipe``)."""
-    _check(p, m)
-    return [[Action("F", i) for i in range(m)] + [Action("B", i) for i in range(m)] for _ in range(p)]
-
-
-def one_f_one_b(p: int, m: int) -> Schedule:
-    """1F1B: stage ``s`` warms up with ``w = min(p-1-s, m)`` forwards, alternates F and B, then drains.
-
-    >>> [" ".join(map(str, actions)) for actions in one_f_one_b(2, 3)]
-    ['F0 F1 B0 F2 B1 B2', 'F0 B0 F1 B1 F2 B2']
-    """
-    _check(p, m)
-    schedule = []
-    for s in range(p):
-        warmup = min(p - 1 - s, m)
-        actions = [Action("F", i) for i in range(warmup)]
-        for i in range(m - warmup):
-            actions += [Action("F", warmup + i), Action("B", i)]
-        actions += [Action("B", i) for i in range(m - warmup, m)]
-        schedule.append(actions)
-    return schedule
-
-
-SCHEDULES: dict[str, Callable[[int, int], Schedule]] = {"GPipe": gpipe, "1F1B": one_f_one_b}
-
-
-def bubble_fraction(p: int, m: int) -> float:
-    """``(p - 1) / (m + p - 1)``: the idle fraction of GPipe and 1F1B with equal stages and free transfers.
-
-    >>> bubble_fraction(4, 8) == 3 / 11
-    True
-    """
-    _check(p, m)
-    return (p - 1) / (m + p - 1)
-
-
-def validate(schedule: Schedule, m: int) -> None:
-    """Each stage runs ``F_i`` and ``B_i`` exactly once for every micro-batch, ``F_i`` before ``B_i``."""
-    expected = sorted([("F", i) for i in range(m)] + [("B", i) for i in range(m)])
-    for s, actions in enumerate(schedule):
-        if sorted((a.kind, a.microbatch) for a in actions) != expected:
-            raise ValueError(f"stage {s} does not run F and B of micro-batches 0..{m - 1} once each: {actions}")
-        order = {(a.kind, a.microbatch): k for k, a in enumerate(actions)}
-        late = [i for i in range(m) if order[("B", i)] < order[("F", i)]]
-        if late:
-            raise ValueError(f"stage {s} runs B{late[0]} before F{late[0]}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -144,13 +76,18 @@ def validate(schedule: Schedule, m: int) -> None:
 
 @dataclass(frozen=True)
 class Task:
-    """An action as it ran: stage, kind, micro-batch, start and end in seconds."""
+    """An action as it ran: stage, kind, micro-batch, start and end in seconds, model chunk."""
 
     stage: int
     kind: str
     microbatch: int
     start: float
     end: float
+    chunk: int = 0
+
+    @property
+    def label(self) -> str:
+        return str(Action(self.kind, self.microbatch, self.chunk))
 
 
 @dataclass(frozen=True)
@@ -165,6 +102,7 @@ class Message:
     ready: float       # when the sender had it
     start: float       # when the link took it (it may be busy with an earlier message)
     end: float         # when it arrived
+    chunk: int = 0     # the chunk that produced it
 
 
 @dataclass
@@ -176,6 +114,8 @@ class SimRun:
     name: str
     tasks: list[Task] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
+    v: int = 1
+    split: bool = False
 
     @property
     def makespan(self) -> float:
@@ -190,9 +130,11 @@ class SimRun:
         return 1.0 - sum(self.busy(s) for s in range(self.p)) / (self.p * self.makespan)
 
     def in_flight(self, stage: int) -> list[tuple[float, int]]:
-        """``(time, micro-batches held)`` after each change: held from the start of ``F_i`` to the end of ``B_i``."""
+        """``(time, chunk-micro-batches held)`` after each change: held from the start of ``F_i`` to the end of
+        ``B_i`` (of ``W_i`` when the backward pass is split: the weight gradient still needs the inputs)."""
+        last = "W" if self.split else "B"
         changes = sorted([(t.start, 1) for t in self.tasks if t.stage == stage and t.kind == "F"]
-                         + [(t.end, -1) for t in self.tasks if t.stage == stage and t.kind == "B"],
+                         + [(t.end, -1) for t in self.tasks if t.stage == stage and t.kind == last],
                          key=lambda c: (c[0], c[1]))   # at equal times the release comes first
         held, out = 0, []
         for time, delta in changes:
@@ -201,18 +143,22 @@ class SimRun:
         return out
 
     def peak_in_flight(self, stage: int) -> int:
-        """Most micro-batches whose activations stage ``stage`` held at once."""
+        """Most (chunk-)micro-batches whose activations stage ``stage`` held at once."""
         return max(h for _, h in self.in_flight(stage))
+
+    def peak_activations(self, stage: int) -> float:
+        """:meth:`peak_in_flight` in units of one micro-batch's activations of a whole stage (a chunk holds ``1/v``)."""
+        return self.peak_in_flight(stage) / self.v
 
     def bytes_sent(self, stage: int) -> int:
         return sum(msg.nbytes for msg in self.messages if msg.src == stage)
 
     def spans(self) -> list[list[tuple[str, float, float]]]:
         """Per stage, ``(action, start, end)`` of its tasks: the input of :func:`plot`."""
-        return [[(f"{t.kind}{t.microbatch}", t.start, t.end) for t in self.tasks if t.stage == s] for s in range(self.p)]
+        return [[(t.label, t.start, t.end) for t in self.tasks if t.stage == s] for s in range(self.p)]
 
-    def task(self, stage: int, kind: str, microbatch: int) -> Task:
-        return next(t for t in self.tasks if (t.stage, t.kind, t.microbatch) == (stage, kind, microbatch))
+    def task(self, stage: int, kind: str, microbatch: int, chunk: int = 0) -> Task:
+        return next(t for t in self.tasks if (t.stage, t.kind, t.microbatch, t.chunk) == (stage, kind, microbatch, chunk))
 
 
 def _per_stage(value: float | Sequence[float], p: int, what: str) -> list[float]:
@@ -234,11 +180,16 @@ def _link(link: LinkSpec | Topology | None, src: int, dst: int) -> LinkSpec:
 
 def simulate(schedule: Schedule | str, p: int | None = None, m: int | None = None, *,
              forward: float | Sequence[float] = 1.0, backward: float | Sequence[float] = 2.0,
+             weight: float | Sequence[float] | None = None,
              activation_bytes: int = 0, link: LinkSpec | Topology | None = None) -> SimRun:
-    """Run ``schedule`` (or the name of one in :data:`SCHEDULES`, with ``p`` and ``m``).
+    """Run ``schedule`` (or the name of one in :data:`ALL_SCHEDULES`, with ``p`` and ``m``).
 
     ``forward``/``backward``: seconds of one micro-batch's pass on each stage (a number, or one
-    per stage).  Each stage runs its actions in order, an action as soon as the stage is free and
+    per stage); a stage of ``v`` chunks spends ``1/v`` of them on each chunk.  When the schedule
+    splits the backward pass, ``W`` takes ``weight`` (default half the backward pass) and ``B``
+    the rest.  Chunk ``c`` of stage ``s`` is virtual stage ``c p + s``: its forward output goes to
+    virtual stage ``c p + s + 1`` (stage ``s + 1``, or stage 0's next chunk after the last stage).
+    Each stage runs its actions in order, an action as soon as the stage is free and
     its input has arrived; a message of ``activation_bytes`` (the gradient has the activation's
     size) leaves when its action ends and takes ``alpha + S / beta`` on its directed link, which
     carries one message at a time.  Stages compute while their messages travel.  Raises
@@ -248,47 +199,62 @@ def simulate(schedule: Schedule | str, p: int | None = None, m: int | None = Non
     if isinstance(schedule, str):
         if p is None or m is None:
             raise ValueError("a schedule given by name needs p and m")
-        schedule = SCHEDULES[schedule](p, m)
-    p = len(schedule)
-    m = len(schedule[0]) // 2
+        schedule = ALL_SCHEDULES[schedule](p, m)
+    p, m, v, split = shape(schedule)
     validate(schedule, m)
     t_f, t_b = _per_stage(forward, p, "forward"), _per_stage(backward, p, "backward")
-    run = SimRun(p, m, name)
-    done: dict[tuple[int, str, int], float] = {}        # (stage, kind, i) -> end of the task
-    arrival: dict[tuple[int, str, int], float] = {}     # (stage, kind, i) -> when its input arrived
+    t_w = _per_stage([b / 2 for b in t_b] if weight is None else weight, p, "weight") if split else [0.0] * p
+    cost = {"F": [f / v for f in t_f], "B": [(b - w) / v for b, w in zip(t_b, t_w)], "W": [w / v for w in t_w]}
+    last_virtual = v * p - 1
+    run = SimRun(p, m, name, v=v, split=split)
+    done: dict[tuple[int, str, int, int], float] = {}        # (stage, kind, i, chunk) -> end of the task
+    arrival: dict[tuple[int, str, int, int], float] = {}     # (stage, kind, i, chunk) -> when its input arrived
     link_free: dict[tuple[int, int], float] = {}
     nxt = [0] * p
     free = [0.0] * p
 
-    def send(src: int, dst: int, kind: str, i: int, ready: float) -> None:
+    def send(src: int, vdst: int, kind: str, i: int, c: int, ready: float) -> None:
+        dst = vdst % p
+        key = (dst, "F" if kind == "activation" else "B", i, vdst // p)
+        if dst == src:                                    # one stage, several chunks: no message
+            arrival[key] = ready
+            return
         spec = _link(link, src, dst)
         start = max(ready, link_free.get((src, dst), 0.0))
         end = start + transfer_time(activation_bytes, spec.alpha, spec.beta)
         link_free[(src, dst)] = end
-        run.messages.append(Message(src, dst, kind, i, activation_bytes, ready, start, end))
-        arrival[(dst, "F" if kind == "activation" else "B", i)] = end
+        run.messages.append(Message(src, dst, kind, i, activation_bytes, ready, start, end, c))
+        arrival[key] = end
 
-    total = 2 * m * p
+    def ready_at(s: int, a: Action) -> float | None:
+        virtual = a.chunk * p + s
+        if a.kind == "F":
+            return 0.0 if virtual == 0 else arrival.get((s, "F", a.microbatch, a.chunk))
+        if a.kind == "W":
+            return done.get((s, "B", a.microbatch, a.chunk))
+        if virtual == last_virtual:
+            return done.get((s, "F", a.microbatch, a.chunk))
+        return arrival.get((s, "B", a.microbatch, a.chunk))
+
+    total = sum(len(actions) for actions in schedule)
     while len(done) < total:
         progressed = False
         for s in range(p):
             while nxt[s] < len(schedule[s]):
                 a = schedule[s][nxt[s]]
-                if a.kind == "F":
-                    ready = 0.0 if s == 0 else arrival.get((s, "F", a.microbatch))
-                else:
-                    ready = done.get((s, "F", a.microbatch)) if s == p - 1 else arrival.get((s, "B", a.microbatch))
+                ready = ready_at(s, a)
                 if ready is None:
                     break
                 start = max(free[s], ready)
-                end = start + (t_f[s] if a.kind == "F" else t_b[s])
+                end = start + cost[a.kind][s]
                 free[s] = end
-                done[(s, a.kind, a.microbatch)] = end
-                run.tasks.append(Task(s, a.kind, a.microbatch, start, end))
-                if a.kind == "F" and s < p - 1:
-                    send(s, s + 1, "activation", a.microbatch, end)
-                if a.kind == "B" and s > 0:
-                    send(s, s - 1, "gradient", a.microbatch, end)
+                done[(s, a.kind, a.microbatch, a.chunk)] = end
+                run.tasks.append(Task(s, a.kind, a.microbatch, start, end, a.chunk))
+                virtual = a.chunk * p + s
+                if a.kind == "F" and virtual < last_virtual:
+                    send(s, virtual + 1, "activation", a.microbatch, a.chunk, end)
+                if a.kind == "B" and virtual > 0:
+                    send(s, virtual - 1, "gradient", a.microbatch, a.chunk, end)
                 nxt[s] += 1
                 progressed = True
         if not progressed:
@@ -302,11 +268,20 @@ def simulate(schedule: Schedule | str, p: int | None = None, m: int | None = Non
 # Drawing a run (SVG: light enough for a widget with dozens of states)
 # --------------------------------------------------------------------------------------------
 
-_COLORS = {"F": ("#9ecae1", "#08306b"), "B": ("#fdae6b", "#7f2704")}
+_COLORS = {"F": ("#9ecae1", "#08306b"), "B": ("#fdae6b", "#7f2704"), "W": ("#a1d99b", "#00441b")}
+_DARKER = {"F": "#4292c6", "B": "#f16913", "W": "#41ab5d"}     # odd chunks of an interleaved schedule
+
+
+def _color(label: str) -> tuple[str, str]:
+    """Fill and ink of an action's label (``F3``, ``B0.1``: chunk 1 drawn darker, ``W2``)."""
+    fill, ink = _COLORS[label[0]]
+    chunk = int(label.split(".")[1]) if "." in label else 0
+    return (_DARKER[label[0]], "white") if chunk % 2 else (fill, ink)
 
 
 def svg(run: SimRun, width: int = 640, row: int = 26, title: str | None = None) -> str:
-    """The timeline of ``run``: one row per stage, ``F_i`` blue and ``B_i`` orange, idle time blank."""
+    """The timeline of ``run``: one row per stage, ``F_i`` blue, ``B_i`` orange, ``W_i`` green (odd chunks darker),
+    idle time blank."""
     left, top = 64, 22 if title else 6
     scale = (width - left - 10) / run.makespan
     height = top + run.p * row + 24
@@ -322,12 +297,12 @@ def svg(run: SimRun, width: int = 640, row: int = 26, title: str | None = None) 
                      'fill="#f4f4f4"/>')
     small = max(6, min(11, int(scale * min(t.end - t.start for t in run.tasks) / 2.2)))
     for t in run.tasks:
-        fill, ink = _COLORS[t.kind]
+        fill, ink = _color(t.label)
         x, w, y = left + t.start * scale, (t.end - t.start) * scale, top + t.stage * row
         parts.append(f'<rect x="{x:.1f}" y="{y + 2}" width="{w:.1f}" height="{row - 4}" fill="{fill}" stroke="white"/>')
         if w >= 10:
             parts.append(f'<text x="{x + w / 2:.1f}" y="{y + row * 0.65:.1f}" font-size="{small}" text-anchor="middle" '
-                         f'fill="{ink}">{t.kind}{t.microbatch}</text>')
+                         f'fill="{ink}">{t.label}</text>')
     axis_y = top + run.p * row + 14
     parts.append(f'<text x="{left}" y="{axis_y}" font-size="10">0</text>'
                  f'<text x="{width - 10}" y="{axis_y}" font-size="10" text-anchor="end">{run.makespan:g} '
@@ -336,10 +311,11 @@ def svg(run: SimRun, width: int = 640, row: int = 26, title: str | None = None) 
 
 
 def plot(ax: Any, spans: Sequence[Sequence[tuple[str, float, float]]], title: str = "", unit: str = "") -> None:
-    """Draw per-stage spans ``(action, start, end)`` on a matplotlib axis: forwards blue, backwards orange."""
+    """Draw per-stage spans ``(action, start, end)`` on a matplotlib axis: forwards blue, backwards orange,
+    weight gradients green, odd chunks darker."""
     for s, row in enumerate(spans):
         for label, start, end in row:
-            fill, ink = _COLORS[label[0]]
+            fill, ink = _color(label)
             ax.barh(s, end - start, left=start, height=0.8, color=fill, edgecolor="white")
             ax.text((start + end) / 2, s, label, ha="center", va="center", fontsize=7, color=ink, clip_on=True)
     ax.set_yticks(range(len(spans)), [f"stage {s}" for s in range(len(spans))])
@@ -387,16 +363,33 @@ def reference(width: int, depth: int, rows: int, steps: int, seed: int = 0, lr: 
     return {"params": [p.detach().clone() for p in model.parameters()], "losses": losses}
 
 
-def _run_schedule(stage: nn.Module, actions: list[Action], rank: int, p: int, m: int,
+def _tag(kind: str, virtual: int, i: int, m: int, stages: int) -> int:
+    """The tag of the message into virtual stage ``virtual`` for micro-batch ``i``: unique per receiver."""
+    return (virtual + (stages if kind == "B" else 0)) * m + i
+
+
+def _run_schedule(stage: nn.Module | Sequence[nn.Module], actions: list[Action], rank: int, p: int, m: int,
                   x: torch.Tensor, y: torch.Tensor, timeline: Any = None) -> tuple[list[float], int]:
-    """One step of ``actions`` on this rank: micro-batch losses (last stage) and the peak held."""
+    """One step of ``actions`` on this rank: micro-batch losses (last stage) and the peak held.
+
+    ``stage`` is this rank's module, or its ``v`` chunks (chunk ``c`` is virtual stage ``c p + rank``).
+    ``B`` alone is the whole backward pass; when the schedule also has ``W``, ``B`` computes the
+    gradient of the chunk's input only (``torch.autograd.grad``, the graph kept) and ``W`` that of
+    its weights, accumulated into ``.grad`` (recomputing the chain of input gradients inside the
+    chunk, which a real zero-bubble implementation keeps: values and order are checked here, not time).
+    """
+    chunks = list(stage) if isinstance(stage, (list, tuple)) else [stage]
+    v, split = len(chunks), any(a.kind == "W" for a in actions)
+    last = v * p - 1
     width = x.shape[1]
     xs, ys = x.chunk(m), y.chunk(m)
-    inputs: dict[int, torch.Tensor] = {}
-    outputs: dict[int, torch.Tensor] = {}
+    inputs: dict[tuple[int, int], torch.Tensor] = {}
+    outputs: dict[tuple[int, int], torch.Tensor] = {}
+    grads: dict[tuple[int, int], torch.Tensor | None] = {}
     pending: list[Any] = []
     losses: list[float] = []
     peak = 0
+
     def clock() -> Any:
         return timeline.mark() if timeline is not None else None
 
@@ -404,59 +397,87 @@ def _run_schedule(stage: nn.Module, actions: list[Action], rank: int, p: int, m:
         if timeline is not None:
             timeline.records.append((str(a), start, timeline.mark()))
 
+    def weights(i: int, c: int, grad: torch.Tensor | None) -> None:     # W: the weights' share of B
+        params = list(chunks[c].parameters())
+        for q, g in zip(params, torch.autograd.grad(outputs[(i, c)], params, grad)):
+            q.grad = g if q.grad is None else q.grad + g
+
     for a in actions:
-        i = a.microbatch
+        i, c = a.microbatch, a.chunk
+        vs, key = c * p + rank, (a.microbatch, a.chunk)          # virtual stage, and what it holds
         if a.kind == "F":
-            if rank == 0:
+            if vs == 0:
                 inp = xs[i]
             else:
                 inp = torch.empty(xs[i].shape[0], width)
-                dist.recv(inp, src=rank - 1, tag=i)            # wait for the previous stage's activation
+                dist.recv(inp, src=(vs - 1) % p, tag=_tag("F", vs, i, m, v * p))   # previous stage's output
                 inp.requires_grad_(True)
             start = clock()
-            out = stage(inp)
-            if rank == p - 1:
+            out = chunks[c](inp)
+            if vs == last:
                 out = nn.functional.mse_loss(out, ys[i]) / m   # mean over equal micro-batches = mean over the batch
                 losses.append(out.item() * m)
             stamp(a, start)
-            if rank < p - 1:
-                pending.append(dist.isend(out.detach(), dst=rank + 1, tag=i))
-            inputs[i], outputs[i] = inp, out
+            if vs < last:
+                pending.append(dist.isend(out.detach(), dst=(vs + 1) % p, tag=_tag("F", vs + 1, i, m, v * p)))
+            inputs[key], outputs[key] = inp, out
             peak = max(peak, len(outputs))
-        else:
+        elif a.kind == "B":
             grad = None                                        # the last stage starts from its loss
-            if rank < p - 1:
-                grad = torch.empty_like(outputs[i])
-                dist.recv(grad, src=rank + 1, tag=i)           # wait for the next stage's gradient
+            if vs < last:
+                grad = torch.empty_like(outputs[key])
+                dist.recv(grad, src=(vs + 1) % p, tag=_tag("B", vs, i, m, v * p))  # next stage's gradient
             start = clock()
-            outputs[i].backward(grad)
+            if not split:
+                outputs[key].backward(grad)
+                sent = inputs[key].grad if vs > 0 else None
+            elif vs > 0:                                       # the input's gradient only; W follows
+                (sent,) = torch.autograd.grad(outputs[key], inputs[key], grad, retain_graph=True)
             stamp(a, start)
-            if rank > 0:
-                pending.append(dist.isend(inputs[i].grad, dst=rank - 1, tag=i))
-            del inputs[i], outputs[i]                          # this micro-batch's activations can go
+            if vs > 0:
+                pending.append(dist.isend(sent, dst=(vs - 1) % p, tag=_tag("B", vs - 1, i, m, v * p)))
+            if split:
+                grads[key] = grad
+            else:
+                del inputs[key], outputs[key]                  # this micro-batch's activations can go
+        else:
+            start = clock()
+            weights(i, c, grads.pop(key))
+            stamp(a, start)
+            del inputs[key], outputs[key]
     for work in pending:
         work.wait()
     return losses, peak
+
+
+def _chunks(model: nn.Sequential, rank: int, p: int, v: int, placement: str = "loop") -> list[nn.Sequential]:
+    """This rank's chunks of ``model`` cut in ``v p`` virtual stages: ``c p + rank`` (``"loop"``, Megatron's and
+    ``ScheduleInterleaved1F1B``'s) or, for ``v = 2``, ``rank`` and ``2p - 1 - rank`` (``"V"``, ``ScheduleZBVZeroBubble``)."""
+    ids = [rank, 2 * p - 1 - rank] if placement == "V" else [c * p + rank for c in range(v)]
+    return [stage_of(model, k, v * p) for k in ids]
 
 
 def stage_worker(schedule: str, m: int, width: int, depth: int, rows: int, steps: int, seed: int = 0,
                  lr: float = 0.1, timeline: bool = False) -> dict[str, Any]:
     """This rank's stage of :func:`make_model`, trained ``steps`` SGD steps under ``schedule`` with ``m`` micro-batches.
 
-    Activations travel forward and gradients backward with ``isend``/``recv`` (the sends complete
-    in the background, so a stage can go on computing).  Returns the stage's parameters, the
-    losses (last stage), the most micro-batches whose activations the stage held at once, and
-    with ``timeline``, for every step but the first, the ``(action, start, end)`` of its compute
-    (``spans``, from the moment the input had arrived), stamped by a :class:`dlperf.Timeline`
-    started after a barrier, with that timeline's origin on the host's monotonic clock
-    (``origin``: the same clock in every process of one machine): ``timed``, one entry per step.
+    ``schedule`` is a name of :data:`ALL_SCHEDULES` (an interleaved one gives each rank ``v``
+    chunks, :func:`_chunks`).  Activations travel forward and gradients backward with
+    ``isend``/``recv`` (the sends complete in the background, so a stage can go on computing).
+    Returns the stage's parameters (``virtual``: per virtual stage), the losses (last stage), the
+    most (chunk-)micro-batches whose activations the stage held at once, and with ``timeline``, for
+    every step but the first, the ``(action, start, end)`` of its compute (``spans``, from the
+    moment the input had arrived), stamped by a :class:`dlperf.Timeline` started after a barrier,
+    with that timeline's origin on the host's monotonic clock (``origin``: the same clock in every
+    process of one machine): ``timed``, one entry per step.
     """
     from ..bench import Timeline
 
     rank, p = dist.get_rank(), dist.get_world_size()
-    actions = SCHEDULES[schedule](p, m)[rank]
-    stage = stage_of(make_model(width, depth, seed), rank, p)
-    opt = torch.optim.SGD(stage.parameters(), lr=lr)
+    actions = ALL_SCHEDULES[schedule](p, m)[rank]
+    v = len({a.chunk for a in actions})
+    chunks = _chunks(make_model(width, depth, seed), rank, p, v)
+    opt = torch.optim.SGD([q for c in chunks for q in c.parameters()], lr=lr)
     losses, peaks = [], []
     timed: list[dict[str, Any]] = []
     for k, (x, y) in enumerate(batches(steps, rows, width, seed)):
@@ -465,64 +486,78 @@ def stage_worker(schedule: str, m: int, width: int, depth: int, rows: int, steps
         if timeline and k > 0:          # the first step warms up (allocations, connections)
             dist.barrier()
             clock = Timeline("cpu")
-        step_losses, peak = _run_schedule(stage, actions, rank, p, m, x, y, clock)
+        step_losses, peak = _run_schedule(chunks, actions, rank, p, m, x, y, clock)
         opt.step()
         if clock is not None:
             timed.append({"origin": clock.origin, "spans": clock.spans()})
         losses.append(sum(step_losses) / m if step_losses else None)
         peaks.append(peak)
-    return {"rank": rank, "params": [q.detach().clone() for q in stage.parameters()], "losses": losses,
-            "peak_in_flight": max(peaks), "timed": timed}
+    return {"rank": rank, "params": [q.detach().clone() for c in chunks for q in c.parameters()],
+            "virtual": {c * p + rank: [q.detach().clone() for q in chunks[c].parameters()] for c in range(v)},
+            "losses": losses, "peak_in_flight": max(peaks), "timed": timed}
 
 
-def torch_worker(schedule: str, m: int, width: int, depth: int, rows: int, steps: int, seed: int = 0,
+#: ``torch.distributed.pipelining``'s schedule classes by our names, with the placement of their chunks.
+TORCH_SCHEDULES = {"GPipe": ("ScheduleGPipe", 1, "loop"), "1F1B": ("Schedule1F1B", 1, "loop"),
+                   "interleaved 1F1B": ("ScheduleInterleaved1F1B", 2, "loop"),
+                   "interleaved zero bubble": ("ScheduleInterleavedZeroBubble", 2, "loop"),
+                   "ZBV zero bubble": ("ScheduleZBVZeroBubble", 2, "V")}
+
+
+def torch_worker(schedule: str, m: int, width: int, depth: int, rows: int, steps: int = 3, seed: int = 0,
                  lr: float = 0.1, traced: bool = False) -> dict[str, Any]:
     """The same training with ``torch.distributed.pipelining``.
 
     Each rank builds its stage by hand (``PipelineStage`` around :func:`stage_of`), or, with
     ``traced``, lets ``pipeline()`` trace the whole model and cut it at ``SplitPoint`` markers before
-    the first block of every stage but the first (``pipe.build_stage``).  ``ScheduleGPipe`` or
-    ``Schedule1F1B`` splits the batch into ``m`` micro-batches and calls ``loss_fn`` on each; it
-    accumulates the micro-batches' gradients and, by default (``scale_grads=True``), divides them by
-    ``m`` after the last backward pass, which for equal micro-batches is the gradient of the whole
-    batch's mean (the losses it reports are the micro-batches' own, unscaled).
+    the first block of every stage but the first (``pipe.build_stage``).  The schedule object
+    (:data:`TORCH_SCHEDULES`: ``ScheduleGPipe``, ``Schedule1F1B``, or one with two chunks per rank,
+    each a ``PipelineStage`` of its own) splits the batch into ``m`` micro-batches and calls ``loss_fn``
+    on each; it accumulates the micro-batches' gradients and, by default (``scale_grads=True``),
+    divides them by ``m`` after the last backward pass, which for equal micro-batches is the gradient
+    of the whole batch's mean (the losses it reports are the micro-batches' own, unscaled).
     """
     import warnings
 
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, SplitPoint, pipeline
+    from torch.distributed import pipelining as pl
 
     rank, p = dist.get_rank(), dist.get_world_size()
     device = torch.device("cpu")
+    cls, v, placement = TORCH_SCHEDULES[schedule]
     if traced:
         model = make_model(width, depth, seed)
         example = batches(1, rows, width, seed)[0][0].chunk(m)[0]
         k = depth // p
         with warnings.catch_warnings():   # torch's tracer warns about its own use of a deprecated pytree class
             warnings.simplefilter("ignore", FutureWarning)
-            pipe = pipeline(model, mb_args=(example,), split_spec={str(s * k): SplitPoint.BEGINNING for s in range(1, p)})
-            pipe_stage = pipe.build_stage(rank, device)
-        module = pipe_stage.submod
+            pipe = pl.pipeline(model, mb_args=(example,),
+                               split_spec={str(s * k): pl.SplitPoint.BEGINNING for s in range(1, p)})
+            stages = [pipe.build_stage(rank, device)]
+        modules, ids = [stages[0].submod], [rank]
     else:
-        module = stage_of(make_model(width, depth, seed), rank, p)
-        pipe_stage = PipelineStage(module, rank, p, device)
-    kind = {"GPipe": ScheduleGPipe, "1F1B": Schedule1F1B}[schedule]
-    sched = kind(pipe_stage, n_microbatches=m, loss_fn=nn.functional.mse_loss)
-    opt = torch.optim.SGD(module.parameters(), lr=lr)
+        modules = _chunks(make_model(width, depth, seed), rank, p, v, placement)
+        ids = [rank, 2 * p - 1 - rank] if placement == "V" else [c * p + rank for c in range(v)]
+        stages = [pl.PipelineStage(mod, k, v * p, device) for mod, k in zip(modules, ids)]
+    kind = getattr(pl.schedules, cls)
+    sched = kind(stages[0] if v == 1 else stages, n_microbatches=m, loss_fn=nn.functional.mse_loss)
+    opt = torch.optim.SGD([q for mod in modules for q in mod.parameters()], lr=lr)
     losses = []
     for x, y in batches(steps, rows, width, seed):
         opt.zero_grad()
         micro: list[torch.Tensor] = []
-        if rank == 0 and p == 1:
-            sched.step(x, target=y, losses=micro)
-        elif rank == 0:
-            sched.step(x)
-        elif rank == p - 1:
-            sched.step(target=y, losses=micro)
-        else:
-            sched.step()
+        first, last = 0 in ids, v * p - 1 in ids          # this rank feeds the inputs / computes the loss
+        sched.step(*([x] if first else []), **({"target": y, "losses": micro} if last else {}))
         opt.step()
-        losses.append(sum(v.item() for v in micro) / m if micro else None)
-    return {"rank": rank, "params": [q.detach().clone() for q in module.parameters()], "losses": losses}
+        losses.append(sum(t.item() for t in micro) / m if micro else None)
+    return {"rank": rank, "params": [q.detach().clone() for mod in modules for q in mod.parameters()],
+            "virtual": {k: [q.detach().clone() for q in mod.parameters()] for mod, k in zip(modules, ids)},
+            "losses": losses}
+
+
+def in_model_order(ranks: Sequence[dict[str, Any]]) -> list[torch.Tensor]:
+    """The parameters the ranks returned, in the model's order (by virtual stage)."""
+    virtual = {k: params for r in ranks for k, params in r["virtual"].items()}
+    return [q for k in sorted(virtual) for q in virtual[k]]
 
 
 def chapter_worker(m: int, width: int, depth: int, rows: int, steps: int, seed: int = 0,
@@ -533,6 +568,18 @@ def chapter_worker(m: int, width: int, depth: int, rows: int, steps: int, seed: 
         out[f"hand {schedule}"] = stage_worker(schedule, m, width, depth, rows, steps, seed, lr)
         out[f"torch {schedule}"] = torch_worker(schedule, m, width, depth, rows, steps, seed, lr)
     out["torch GPipe, traced"] = torch_worker("GPipe", m, width, depth, rows, steps, seed, lr, traced=True)
+    return out
+
+
+def modern_worker(m: int, width: int, depth: int, rows: int, steps: int, seed: int = 0,
+                  lr: float = 0.1) -> dict[str, Any]:
+    """The newer schedules in one process group: interleaved 1F1B and ZB-H1 by hand, and PyTorch's
+    interleaved 1F1B, interleaved zero-bubble and ZBV schedules (two chunks per rank)."""
+    out: dict[str, Any] = {}
+    for schedule in ("interleaved 1F1B", "ZB-H1"):
+        out[f"hand {schedule}"] = stage_worker(schedule, m, width, depth, rows, steps, seed, lr)
+    for schedule in ("interleaved 1F1B", "interleaved zero bubble", "ZBV zero bubble"):
+        out[f"torch {schedule}"] = torch_worker(schedule, m, width, depth, rows, steps, seed, lr)
     return out
 
 

@@ -36,6 +36,23 @@ stage (the first: it also holds the token embedding):
   (``4P`` of the ``6P`` FLOPs per token, ``6P`` of ``8P`` with full recomputation) can hide their
   reduction; ZeRO's parameter all-gather, after the optimizer step, is counted as not hidden.
 
+**Context parallelism** (``cp``, ring attention, :mod:`dlperf.parallel.context`): each rank holds
+``s / c`` tokens of every sequence, so activations and the tensor and pipeline messages shrink by
+``c``; the K/V blocks travel the ring, :func:`context_parallel_bytes` per layer and micro-batch
+(``c - 1`` blocks forward, ``2c - 1`` backward); the weights are replicated over the ``c`` ranks,
+whose gradients join the data-parallel reduction (over ``d c`` ranks, as Megatron-Core does).
+**Expert parallelism** (``ep``, :mod:`dlperf.parallel.experts`): a mixture-of-experts model's
+``E`` experts per layer are split over ``ep`` of the ``d c`` data x context ranks; each rank sends
+:func:`expert_parallel_bytes` per MoE layer and micro-batch (dispatch and combine, and both again
+backward, even routing assumed); the experts' optimizer state is sharded (ZeRO) over the
+``d c / ep`` ranks that hold the same experts, their gradients reduced there; FLOPs count the
+*active* parameters (``k`` of ``E`` experts per token); an MoE layer keeps the MLP's ``19 s b h``
+of Korthikanti et al.'s ``34 s b h`` once per routed expert.  **Schedules**: ``"interleaved 1F1B"``
+(``virtual`` chunks per rank; bubble ``(p-1)/(v m + p - 1)``, ``v`` times the pipeline messages,
+rank 0 holding ``p + (p-1)/v`` micro-batches) and ``"ZB-H1"`` (bubble ``(p-1)/(3m + p - 1)`` with
+the backward pass split into two equal halves, each as long as the forward pass; 1F1B's memory),
+from :mod:`dlperf.parallel.schedules`.  :func:`recommend` picks the quickest layout that fits.
+
 These are estimates with stated assumptions, not measurements; their parts are checked against
 real tensors and real ranks in the memory and model-parallelism chapters.
 """
@@ -53,9 +70,13 @@ __all__ = [
     "Plan",
     "Strategy",
     "Transformer",
+    "MIXTRAL_8X7B",
+    "context_parallel_bytes",
     "data_parallel_bytes",
+    "expert_parallel_bytes",
     "layer_activation_bytes",
     "plan",
+    "recommend",
 ]
 
 
@@ -73,14 +94,27 @@ class Transformer:
     seq_len: int
     gated_mlp: bool = True
     tied_embeddings: bool = False
+    experts: int = 0           # a mixture of experts in every layer: E MLPs and a gate (0: one dense MLP)
+    top_k: int = 1             # experts per token
+
+    @property
+    def mlp_params(self) -> int:
+        """One MLP (one expert): three ``h x f`` matrices when gated, two otherwise."""
+        return (3 if self.gated_mlp else 2) * self.hidden * self.ffn
+
+    @property
+    def expert_params(self) -> int:
+        """Per layer, the weights expert parallelism splits: the ``E`` experts (0 for a dense model)."""
+        return self.experts * self.mlp_params
 
     @property
     def layer_params(self) -> int:
-        """``Q`` and ``O`` (``h^2`` each), ``K`` and ``V`` (``h * h a_kv / a`` each), the MLP, two norms."""
+        """``Q`` and ``O`` (``h^2`` each), ``K`` and ``V`` (``h * h a_kv / a`` each), the MLP (or ``E`` experts
+        and the gate's ``E x h``), two norms."""
         h = self.hidden
         kv = h * self.kv_heads // self.heads
         attention = 2 * h * h + 2 * h * kv
-        mlp = (3 if self.gated_mlp else 2) * h * self.ffn
+        mlp = self.expert_params + self.experts * h if self.experts else self.mlp_params
         return attention + mlp + 2 * h
 
     @property
@@ -92,6 +126,12 @@ class Transformer:
         """All parameters: layers, input embedding, output projection (unless tied), final norm."""
         heads = 1 if self.tied_embeddings else 2
         return self.layers * self.layer_params + heads * self.embedding_params + self.hidden
+
+    @property
+    def active_params(self) -> int:
+        """The parameters one token uses: all but the ``E - k`` experts it is not routed to."""
+        idle = (self.experts - self.top_k) * self.mlp_params if self.experts else 0
+        return self.params - self.layers * idle
 
 
 #: Llama 2 70B as released (Touvron et al., "Llama 2: Open Foundation and Fine-Tuned Chat Models",
@@ -117,6 +157,11 @@ class Hardware:
 #: the clusters Llama 2 was trained on (Touvron et al. 2023, section 2.2.1); 8 GPUs per node.  The
 #: memory is NVIDIA's "80GB" read as 80e9 bytes; the board reports 81920 MiB (80 GiB, 85.9e9 bytes), so
 #: the "fits" of a plan keeps about 7% in reserve for the CUDA context, workspaces and fragmentation.
+#: Mixtral 8x7B (Jiang et al., "Mixtral of Experts", 2024, Table 1: 32 layers, dimension 4096, 32 heads,
+#: 8 KV heads, hidden 14336, 8 experts, top 2, vocabulary 32000, context 32768).
+MIXTRAL_8X7B = Transformer("Mixtral 8x7B", layers=32, hidden=4096, ffn=14336, heads=32, kv_heads=8,
+                           vocab=32000, seq_len=32768, experts=8, top_k=2)
+
 A100_80GB = Hardware("A100 80GB SXM", flops=312e12, memory=80e9, intra_node=300e9, network=25e9, gpus_per_node=8)
 
 
@@ -133,17 +178,25 @@ class Strategy:
     recompute: str = "selective"
     schedule: str = "1F1B"
     reduce_dtype: str = "fp32"
+    cp: int = 1                # context parallelism: the sequence split over cp ranks (ring attention)
+    ep: int = 1                # expert parallelism: the experts split over ep of the dp x cp ranks
+    virtual: int = 2           # chunks per rank of the "interleaved 1F1B" schedule
 
     @property
     def gpus(self) -> int:
-        return self.dp * self.tp * self.pp
+        return self.dp * self.tp * self.pp * self.cp
 
     def label(self) -> str:
         parts = [f"DP {self.dp}" + (f" (ZeRO-{self.zero})" if self.zero else "")]
         if self.tp > 1:
             parts.append(f"TP {self.tp}" + (" + SP" if self.sequence_parallel else ""))
+        if self.cp > 1:
+            parts.append(f"CP {self.cp}")
+        if self.ep > 1:
+            parts.append(f"EP {self.ep}")
         if self.pp > 1:
-            parts.append(f"PP {self.pp} ({self.schedule})")
+            schedule = f"interleaved 1F1B, v={self.virtual}" if self.schedule == "interleaved 1F1B" else self.schedule
+            parts.append(f"PP {self.pp} ({schedule})")
         return " x ".join(parts)
 
 
@@ -169,6 +222,35 @@ def layer_activation_bytes(seq_len: int, micro_batch: int, hidden: int, heads: i
 
 
 REDUCE_BYTES = {"fp32": 4, "bf16": 2}
+
+
+def context_parallel_bytes(seq_len: int, cp: int, kv_hidden: int, micro_batch: int = 1, *,
+                           element_size: int = 2, recompute: str = "selective") -> dict[str, float]:
+    """Bytes one rank sends per layer and micro-batch for ring attention over ``cp`` ranks.
+
+    A rank holds ``s / c`` tokens; its K and V blocks are ``2 (s/c) b h_kv`` elements (``h_kv``:
+    the key/value width, ``h a_kv / a``, on this tensor-parallel rank).  Forward: the blocks go
+    ``c - 1`` steps around the ring.  Backward: ``c - 1`` again, and the dK/dV accumulators travel
+    with them, ``c`` steps, home at the end: ``2c - 1`` blocks.  Full recomputation runs the forward
+    ring once more.  Nothing travels when ``c = 1``.
+    """
+    block = 2.0 * seq_len / cp * micro_batch * kv_hidden * element_size
+    forward = (cp - 1) * block * (2 if recompute == "full" else 1)
+    return {"forward": forward, "backward": (2 * cp - 1) * block if cp > 1 else 0.0}
+
+
+def expert_parallel_bytes(tokens: float, hidden: int, top_k: int, ep: int, *, element_size: int = 2,
+                          recompute: str = "selective") -> dict[str, float]:
+    """Bytes one rank sends per MoE layer and micro-batch for its ``tokens`` tokens over ``ep`` ranks.
+
+    Each token's vector goes to its ``k`` experts (dispatch) and their outputs come back (combine):
+    with even routing and nothing dropped, ``(e - 1)/e`` of the ``k T`` vectors of ``h`` elements
+    leave the rank each time.  Backward: the two all-to-alls in reverse, the same bytes; full
+    recomputation dispatches and combines again.  Uneven routing moves more to some ranks.
+    """
+    one = top_k * tokens * hidden * element_size * (ep - 1) / ep
+    return {"dispatch": one, "combine": one, "backward": 2 * one,
+            "recompute": 2 * one if recompute == "full" else 0.0}
 
 
 def data_parallel_bytes(params: float, dp: int, zero: int, *,
@@ -220,67 +302,138 @@ class Plan:
         return self.feasible and self.memory.total <= self.hardware_memory
 
 
+def _bubble_and_held(st: Strategy, m: int) -> tuple[float, float]:
+    """The schedule's idle share and the micro-batches' activations (in whole-stage units) the first stage holds."""
+    from .schedules import interleaved_bubble_fraction
+
+    p, v = st.pp, st.virtual
+    if p == 1:
+        return 0.0, 1.0
+    if st.schedule == "GPipe":
+        return (p - 1) / (m + p - 1), float(m)
+    if st.schedule == "interleaved 1F1B":   # Narayanan et al. 2021; rank 0 holds up to 2(p-1) + (v-1)p + 1 chunks
+        return interleaved_bubble_fraction(p, m, v), min(m * v, 2 * (p - 1) + (v - 1) * p + 1) / v
+    if st.schedule == "ZB-H1":              # Qi et al. 2024 with T_F = T_B = T_W: (p-1) T_F idle of 3m T_F + ...
+        return (p - 1) / (3 * m + p - 1), float(min(p, m))
+    if st.schedule != "1F1B":
+        raise ValueError(f"schedule is GPipe, 1F1B, interleaved 1F1B or ZB-H1, got {st.schedule!r}")
+    return (p - 1) / (m + p - 1), float(min(p, m))
+
+
 def plan(model: Transformer, strategy: Strategy, batch_sequences: int, hardware: Hardware = A100_80GB,
          mfu: float = 0.4) -> Plan:
     """Memory, traffic and time of one step of ``batch_sequences`` sequences (see the module docstring)."""
     st = strategy
     reasons = []
-    if model.layers % st.pp:
-        reasons.append(f"{model.layers} layers do not split into {st.pp} stages")
+    if model.layers % (st.pp * (st.virtual if st.schedule == "interleaved 1F1B" else 1)):
+        reasons.append(f"{model.layers} layers do not split into {st.pp} stages"
+                       + (f" of {st.virtual} chunks" if st.schedule == "interleaved 1F1B" else ""))
     if model.heads % st.tp:
         reasons.append(f"{model.heads} heads do not split over {st.tp} ranks")
     if st.tp > model.kv_heads and st.tp % model.kv_heads:
         reasons.append(f"{model.kv_heads} KV heads cannot be replicated evenly over {st.tp} ranks")
+    if st.cp > 1 and model.seq_len % (2 * st.cp):
+        reasons.append(f"{model.seq_len} tokens do not split into the 2 x {st.cp} chunks of a zig-zag ring")
+    if st.ep > 1 and (model.experts % st.ep or (st.dp * st.cp) % st.ep):
+        reasons.append(f"{model.experts} experts over {st.ep} of the {st.dp * st.cp} data x context ranks "
+                       "do not split evenly")
     per_replica = batch_sequences / st.dp
     m = per_replica / st.micro_batch
     if per_replica < 1 or m != int(m):
         reasons.append(f"{batch_sequences} sequences do not split into {st.dp} replicas x micro-batches of {st.micro_batch}")
         m = max(1.0, m)
     m = int(m)
+    if st.schedule == "interleaved 1F1B" and st.pp > 1 and m % st.pp:
+        reasons.append(f"interleaved 1F1B needs micro-batches in multiples of {st.pp}, got {m}")
     if st.tp > hardware.gpus_per_node:
         reasons.append(f"tensor parallelism over {st.tp} GPUs leaves the {hardware.gpus_per_node}-GPU node")
 
-    h, s, b, t, p = model.hidden, model.seq_len, st.micro_batch, st.tp, st.pp
+    h, b, t, p, c = model.hidden, st.micro_batch, st.tp, st.pp, st.cp
+    s = model.seq_len / c                                           # the tokens of a sequence on one rank
     layers_here = model.layers / p
     # K and V project to kv_heads heads (grouped-query attention): over more ranks than KV heads, each KV
     # head is replicated on t / kv_heads ranks (as Megatron does), so those weights split kv_heads ways only
     kv_weights = 2 * h * (h * model.kv_heads // model.heads)
-    sharded_layer = ((model.layer_params - 2 * h - kv_weights) / t + kv_weights / min(t, model.kv_heads)
+    dense_layer = model.layer_params - model.expert_params
+    sharded_layer = ((dense_layer - 2 * h - kv_weights) / t + kv_weights / min(t, model.kv_heads)
                      + 2 * h)                                       # norms are replicated
-    params_gpu = layers_here * sharded_layer + model.embedding_params / t + (h if p == 1 else 0)
+    dense_gpu = layers_here * sharded_layer + model.embedding_params / t + (h if p == 1 else 0)
     if p == 1 and not model.tied_embeddings:
-        params_gpu += model.embedding_params / t                    # both ends on the one stage
+        dense_gpu += model.embedding_params / t                     # both ends on the one stage
+    expert_gpu = layers_here * model.expert_params / (t * st.ep)    # each rank: E / ep experts, split t ways
+    params_gpu = dense_gpu + expert_gpu
 
-    in_flight = 1 if p == 1 else (min(p, m) if st.schedule == "1F1B" else m)
-    acts = layers_here * in_flight * layer_activation_bytes(s, b, h, model.heads, tp=t,
-                                                            sequence_parallel=st.sequence_parallel and t > 1,
-                                                            recompute=st.recompute)
-    memory = model_state_bytes(params_gpu, optimizer="adam", precision="mixed", stage=st.zero, n=st.dp,
+    bubble, in_flight = _bubble_and_held(st, m)
+    sp = st.sequence_parallel and t > 1
+    layer_acts = layer_activation_bytes(s, b, h, model.heads, tp=t, sequence_parallel=sp, recompute=st.recompute)
+    if model.experts and st.recompute != "full":    # the MLP's 19 sbh of Korthikanti's 34, once per routed expert
+        layer_acts += (model.top_k - 1) * 19 * s * b * h / t
+    acts = layers_here * in_flight * layer_acts
+    # ZeRO shards the dense weights over the dp x cp ranks that hold them, the experts over dp x cp / ep
+    memory = model_state_bytes(dense_gpu, optimizer="adam", precision="mixed", stage=st.zero, n=st.dp * c,
                                activations=acts)
+    experts_state = model_state_bytes(expert_gpu, optimizer="adam", precision="mixed", stage=st.zero,
+                                      n=max(1, st.dp * c // st.ep))
     grad_bytes = REDUCE_BYTES.get(st.reduce_dtype, 2)
-    memory = replace(memory, grads=memory.grads * grad_bytes / 2)  # held as they are reduced
+    memory = replace(memory, params=memory.params + experts_state.params, optimizer=memory.optimizer
+                     + experts_state.optimizer, grads=(memory.grads + experts_state.grads) * grad_bytes / 2)
 
     act_bytes = 2.0 * s * b * h                                     # one micro-batch's activation, 16-bit
     sent: dict[str, float] = {}
     if t > 1:
         per_layer = 6 if st.recompute == "full" else 4
         sent["tensor"] = per_layer * 2 * (t - 1) / t * act_bytes * layers_here * m
+    if c > 1:
+        kv_hidden = h * model.kv_heads / model.heads / min(t, model.kv_heads)
+        ring = context_parallel_bytes(model.seq_len, c, kv_hidden, b, recompute=st.recompute)
+        sent["context"] = (ring["forward"] + ring["backward"]) * layers_here * m
+    if st.ep > 1 and model.experts:
+        tokens = s * b / (t if sp else 1)                           # sequence parallelism: each rank its share
+        a2a = expert_parallel_bytes(tokens, h, model.top_k, st.ep, recompute=st.recompute)
+        sent["expert"] = sum(a2a.values()) * layers_here * m
     if p > 1:
-        sent["pipeline"] = 2 * act_bytes / t * m
-    grads_sent, params_sent = data_parallel_bytes(params_gpu, st.dp, st.zero,
-                                                  reduce_dtype=st.reduce_dtype)
-    if st.dp > 1:
+        chunks = st.virtual if st.schedule == "interleaved 1F1B" else 1
+        sent["pipeline"] = 2 * act_bytes / t * m * chunks
+    grads_sent, params_sent = data_parallel_bytes(dense_gpu, st.dp * c, st.zero, reduce_dtype=st.reduce_dtype)
+    if expert_gpu:
+        eg, ep_ = data_parallel_bytes(expert_gpu, max(1, st.dp * c // st.ep), st.zero, reduce_dtype=st.reduce_dtype)
+        grads_sent, params_sent = grads_sent + eg, params_sent + ep_
+    if st.dp * c > 1:
         sent["data"] = grads_sent + params_sent
-    links = {"tensor": hardware.intra_node, "pipeline": hardware.network, "data": hardware.network}
+
+    def link(ranks: int) -> float:                                  # inside the node when t x ranks fit in it
+        return hardware.intra_node if t * ranks <= hardware.gpus_per_node else hardware.network
+
+    links = {"tensor": hardware.intra_node, "pipeline": hardware.network, "data": hardware.network,
+             "context": link(c), "expert": link(st.ep)}
     comm_s = {k: v / links[k] for k, v in sent.items()}
 
-    tokens = batch_sequences * s
-    flops = (8 if st.recompute == "full" else 6) * model.params * tokens / st.gpus
+    tokens_step = batch_sequences * model.seq_len
+    flops = (8 if st.recompute == "full" else 6) * model.active_params * tokens_step / st.gpus
     compute = flops / (hardware.flops * mfu)
-    bubble = (p - 1) / (m + p - 1)
     # the backward pass: 4P of the 6P FLOPs per token (6P of 8P with the forward recomputed)
     last_backward = compute / m * (6 / 8 if st.recompute == "full" else 4 / 6)
     net = hardware.network
-    exposed = max(0.0, grads_sent / net - last_backward) + params_sent / net if st.dp > 1 else 0.0
+    exposed = max(0.0, grads_sent / net - last_backward) + params_sent / net if st.dp * c > 1 else 0.0
     return Plan(st, st.gpus, not reasons, "; ".join(reasons), m, params_gpu, memory, bubble, flops, compute,
                 compute / (1 - bubble), sent, comm_s, hardware.memory, exposed)
+
+
+def recommend(plans: list[Plan]) -> tuple[Plan, str]:
+    """The layout to use among ``plans``, and why: the quickest step (with the data-parallel time not hidden)
+    of those that are possible and fit; if none fits, the one that needs the least memory."""
+    fitting = sorted((pl for pl in plans if pl.fits), key=lambda pl: pl.step_with_data_s)
+    GB = 1e9
+    if not fitting:
+        best = min((pl for pl in plans if pl.feasible), key=lambda pl: pl.memory.total)
+        return best, (f"none fits; {best.strategy.label()} needs the least memory, {best.memory.total / GB:.0f} GB "
+                      f"of {best.hardware_memory / GB:.0f}")
+    best = fitting[0]
+    why = (f"{best.strategy.label()}: fits ({best.memory.total / GB:.0f} GB of {best.hardware_memory / GB:.0f}), "
+           f"bubble {best.bubble:.3f}, {best.step_with_data_s:.2f} s per step, the quickest of the "
+           f"{len(fitting)} layouts that fit")
+    if len(fitting) > 1:
+        runner = fitting[1]
+        why += (f"; next, {runner.strategy.label()}, takes "
+                f"{100 * (runner.step_with_data_s / best.step_with_data_s - 1):.0f}% longer")
+    return best, why

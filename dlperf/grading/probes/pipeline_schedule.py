@@ -40,7 +40,8 @@ RULES = Rules(
                 "intersection", "appendleft", "popleft", "extendleft", "rotate", "most_common", "join", "split",
                 "strip", "startswith", "endswith", "upper", "lower", "isdigit", "real", "bit_length"},
     explain={**{name: _LIBRARY for name in (
-                 "dlperf", "dlperf.parallel", "dlperf.parallel.pipeline", "torch.distributed",
+                 "dlperf", "dlperf.parallel", "dlperf.parallel.pipeline", "dlperf.parallel.schedules",
+                 "torch.distributed",
                  "torch.distributed.pipelining", "torch.distributed.pipelining.schedules", "autograder",
                  "autograder.exercises")},
              "torch": "a schedule is plain Python data: lists of (str, int) tuples, no tensors",
