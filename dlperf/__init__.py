@@ -25,6 +25,7 @@ autograder:
 * :mod:`dlperf.ensembles` -- many small models trained at once (``stack_module_state`` + ``vmap``)
   against one after the other;
 * :mod:`dlperf.ddp_examples` -- the DistributedDataParallel worker code of the DDP chapter;
+* :mod:`dlperf.ddp_timeline` -- DDP's buckets at work: a hook that times each bucket's all-reduce, the layout, a timeline;
 * :mod:`dlperf.widgets` -- widgets that stay interactive in the static book;
 * :mod:`dlperf.d2l_compat` -- the d2l helpers, loaded without imposing d2l's pins;
 * :mod:`dlperf.gpu_reference` -- what a GPU build of the book measured, with its provenance, shown in

@@ -21,6 +21,7 @@ __all__ = [
     "DeviceInfo",
     "accelerator_count",
     "by_device",
+    "ddp_device_ids",
     "cpu_threads",
     "default_device",
     "describe",
@@ -96,6 +97,11 @@ def device_info(device: torch.device | str) -> DeviceInfo:
         return DeviceInfo(device, "Apple GPU (MPS)", None, "")
     threads = torch.get_num_threads()
     return DeviceInfo(device, _cpu_name(), _total_ram(), f"{os.cpu_count()} logical cores, torch uses {threads} threads")
+
+
+def ddp_device_ids(device: torch.device) -> list[int] | None:
+    """What DDP's ``device_ids`` wants: ``[index]`` for a GPU rank, ``None`` for a CPU rank."""
+    return [device.index] if device.type == "cuda" else None
 
 
 def describe(device: torch.device | str) -> str:
