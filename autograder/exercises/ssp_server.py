@@ -53,8 +53,8 @@ from autograder.exercises import self_check_case
 from autograder.exercises.runs import RunsOnce
 from autograder.trusted import CheckFailed, Student, StudentRaised, seed
 
-__all__ = ["LR", "ORDERS", "SELF_CHECK_RUNS", "TOLERANCE", "WORKERS", "case", "check", "drive", "problem",
-           "synchronous_sgd"]
+__all__ = ["FEATURES", "LR", "ORDERS", "SELF_CHECK_RUNS", "STEPS", "TOLERANCE", "WORKERS", "case", "check", "drive",
+           "gradient", "order_pattern", "problem", "synchronous_sgd"]
 
 WORKERS, STEPS, FEATURES, LR = 3, 4, 4, 0.3
 TOLERANCE = {"rtol": 1e-9, "atol": 1e-12}
