@@ -45,11 +45,11 @@ class Chapter:
         return [(k, self.w0 + self.delta) for k in ready]
 
 
-def _runs(make, runs=RUNS) -> list[dict]:
+def _runs(make, runs=RUNS, base: int = 1000) -> list[dict]:
     out = []
     for s, order, case_id in runs:
         server = make(torch.zeros(ex.FEATURES, dtype=torch.float64), ex.WORKERS, s, ex.LR)
-        run = ex.drive(server.push, s, order, 1000 + case_id)
+        run = ex.drive(server.push, s, order, base + case_id)
         run["case"] = f"s={s} {order}"
         out.append(run)
     return out
@@ -193,6 +193,20 @@ def test_each_fixture_fails_the_cells_it_should_and_passes_the_others(path):
         assert says in verdicts[what], verdicts[what]
     else:
         assert path.stem.startswith("alt_") and set(verdicts.values()) == {"passes"}
+
+
+def test_the_fixtures_verdicts_do_not_depend_on_the_submissions_seed():
+    """The grader draws the problem and the random order per submission: every fixture's cells pass or fail
+    alike for ten seeds."""
+    for path in _fixtures():
+        snippet = course.Snippet.parse(path)
+        if path.stem == "imports_the_library":
+            continue
+        server = _define(_code(snippet))
+        want = {what.removeprefix("ssp_server-test-"): points > 0 for what, points in snippet.expect.items()}
+        for base in range(0, 1000, 100):
+            got = {what: verdict == "passes" for what, verdict in _verdicts(_runs(server, base=base)).items()}
+            assert got == want, (path.stem, base, got)
 
 
 def test_sum_not_mean_is_workers_times_the_step():
