@@ -247,6 +247,19 @@ return [...document.querySelectorAll('.widget-subarea svg')].filter((s) => !s.pa
 """
 
 
+_WIDE_CODE = """
+return [...document.querySelectorAll('article.bd-article pre')].filter((p) => p.scrollWidth > p.clientWidth + 1)
+  .map((p) => [p.scrollWidth, p.clientWidth,
+               p.textContent.split('\\n').reduce((a, b) => (b.length > a.length ? b : a), '').slice(0, 60)]);
+"""
+
+
+def code_width_problems(driver) -> list[str]:
+    """No block of code or output in the article scrolls sideways: each fits its box (wrapped where wider)."""
+    return [f"a code box {wide} px wide in {box} px scrolls sideways: {line!r}..."
+            for wide, box, line in driver.execute_script(_WIDE_CODE)]
+
+
 def image_problems(driver) -> list[str]:
     """Every <img> of the article (widget outputs included) loaded and has a non-empty alt;
     every figure a widget draws as inline SVG is shown, with role="img" and a label."""

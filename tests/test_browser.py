@@ -18,8 +18,9 @@ returns a list of problems, run on it; the tests then assert on their own part:
 8. screenshots are written to _build/screenshots/ (SCREENSHOTS): two chapters, full
    window after MathJax (chapter-hardware.png, chapter-parameter-servers.png), and every
    explorer after its controls moved (widget-<chapter>-<n>.png);
-9. the widget and the math checks fail on a copy of the site with the widget manager,
-   resp. MathJax, deleted.
+9. the widget, the math and the code-width checks fail on a copy of the site with the widget
+   manager, MathJax, resp. the listings' style sheet deleted;
+10. no block of code or output scrolls sideways (wider ones wrap at the box's edge).
 
 Chromium, chromedriver and selenium are required: where one is missing the tests fail
 and say how to install them.
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 import pytest
 from browser_tools import (
     INSTALL_HINT,
+    code_width_problems,
     SiteServer,
     Visit,
     download_problems,
@@ -133,6 +135,7 @@ def site(book, server, browser) -> dict[str, PageReport]:
         report.problems["images"] = _run(image_problems, browser)
         report.problems["widgets"] = _run(widget_render_problems, browser)
         report.problems["navigation"] = _run(navigation_problems, browser, chapters)
+        report.problems["code width"] = _run(code_width_problems, browser)
         report.links = page_links(browser)
         report.ids = page_ids(browser)
         report.images, report.maths, report.widget_views = browser.execute_script(
@@ -168,6 +171,11 @@ def test_math_is_typeset_with_no_raw_tex_left(site):
 def test_every_figure_loads_and_has_alt_text(site):
     assert sum(r.images for r in site.values()) >= 10, {p: r.images for p, r in site.items()}
     _fail_on(_failures(site, "images"), "images")
+
+
+def test_no_code_box_scrolls_sideways(site):
+    """Listings of library code (formatted for 120 columns) and wide outputs wrap at their box's edge."""
+    _fail_on(_failures(site, "code width"), "code width")
 
 
 def test_every_widget_view_renders_without_error(site):
@@ -229,6 +237,7 @@ BREAKS = {
     # what to delete from a copy of the site, the check that must fail, the one that must not
     "widgets": ("_static/html-manager/embed-amd.js", widget_render_problems, math_problems),
     "math": ("_static/mathjax/tex-chtml.js", math_problems, widget_render_problems),
+    "code width": ("_static/listings.css", code_width_problems, math_problems),
 }
 
 
