@@ -54,3 +54,29 @@ def test_figure_html_embeds_png_with_alt_text():
 
 def test_table_html_escapes():
     assert "&lt;b&gt;" in table_html([["<b>"]], header=["h"])
+
+
+def test_pipeline_explorer_offers_every_schedule():
+    """The chapter's schedule explorer: a state per schedule and size, its bubble the simulator's, the closed form
+    beside it; a size a schedule cannot take says why instead of breaking the page."""
+    import re
+
+    from dlperf.parallel import schedules as S
+
+    axes = {"schedule": list(S.ALL_SCHEDULES), "p": [2, 3, 4], "m": [4, 8]}
+    box = explorer(S.explore_state, axes, defaults={"schedule": "ZB-H1", "p": 4, "m": 8})
+    states = leaves(box.children[-1])
+    assert len(states) == 4 * 3 * 2 and {"GPipe", "1F1B", "interleaved 1F1B", "ZB-H1"} == set(axes["schedule"])
+    k = 0
+    for schedule in axes["schedule"]:
+        for p in axes["p"]:
+            for m in axes["m"]:
+                state = states[k]
+                k += 1
+                if schedule == "interleaved 1F1B" and m % p:
+                    assert "<svg" not in state and "multiple of p" in state
+                    continue
+                counted, form = map(float, re.search(r"bubble ([0-9.]+) \(formula .*?: ([0-9.]+)\)", state).groups())
+                assert "<svg" in state and counted == form, (schedule, p, m)
+    zb = states[axes["schedule"].index("ZB-H1") * 6 + 2 * 2 + 1]          # ZB-H1, p = 4, m = 8
+    assert "makespan 27 " in zb and "bubble 0.111" in zb                   # 8 x 3 + 3 x (1 + 1 - 1)

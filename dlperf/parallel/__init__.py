@@ -8,11 +8,14 @@ One concept per module:
   autograd functions, the MLP block with and without sequence parallelism, a counter of the
   collectives' bytes, and the workers that check it all against the unsharded model;
   PyTorch's own ``parallelize_module`` on the same block;
-* :mod:`dlperf.parallel.pipeline` -- pipeline schedules (GPipe, 1F1B) as data, a simulator with
-  per-stage compute times and point-to-point transfers, stages on real processes, and
-  ``torch.distributed.pipelining`` on the same model;
+* :mod:`dlperf.parallel.schedules` -- pipeline schedules as data (GPipe, 1F1B, interleaved 1F1B,
+  ZB-H1), their closed forms, and drawing a simulated run;
+* :mod:`dlperf.parallel.pipeline` -- a simulator with per-stage compute times and point-to-point
+  transfers, stages on real processes (chunks, B and W apart), and ``torch.distributed.pipelining``
+  on the same model;
 * :mod:`dlperf.parallel.planner` -- the arithmetic of choosing a strategy: memory per GPU,
-  bytes per step and the pipeline bubble for data, tensor, pipeline and sharded data parallelism;
+  bytes per step and the pipeline bubble for data, tensor, pipeline, context, expert and sharded
+  data parallelism, and the layout it recommends;
 * :mod:`dlperf.parallel.context` -- context parallelism: ring attention on real ranks (contiguous and
   zig-zag layouts, forward and backward), merged with :mod:`dlperf.attention`, its traffic counted;
 * :mod:`dlperf.parallel.experts` -- expert parallelism: a mixture-of-experts layer with top-k routing,

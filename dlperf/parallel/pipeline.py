@@ -26,7 +26,6 @@ activations and gradients, ``v`` chunks per rank, ``B`` and ``W`` apart with ``t
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,7 +36,7 @@ from torch import nn
 
 from ..cluster import LinkSpec, Topology, transfer_time
 from .schedules import (ALL_SCHEDULES, SCHEDULES, Action, Schedule, bubble_fraction, gpipe, interleaved_1f1b,
-                        one_f_one_b, shape, validate, zb_h1)
+                        one_f_one_b, plot, shape, svg, validate, zb_h1)
 
 __all__ = [
     "ALL_SCHEDULES",
@@ -54,6 +53,7 @@ __all__ = [
     "in_model_order",
     "interleaved_1f1b",
     "make_model",
+    "measured_steps",
     "modern_worker",
     "one_f_one_b",
     "plot",
@@ -262,66 +262,6 @@ def simulate(schedule: Schedule | str, p: int | None = None, m: int | None = Non
             raise ValueError(f"the schedule deadlocks: {waiting} wait for inputs that are never sent")
     run.tasks.sort(key=lambda t: (t.stage, t.start))
     return run
-
-
-# --------------------------------------------------------------------------------------------
-# Drawing a run (SVG: light enough for a widget with dozens of states)
-# --------------------------------------------------------------------------------------------
-
-_COLORS = {"F": ("#9ecae1", "#08306b"), "B": ("#fdae6b", "#7f2704"), "W": ("#a1d99b", "#00441b")}
-_DARKER = {"F": "#4292c6", "B": "#f16913", "W": "#41ab5d"}     # odd chunks of an interleaved schedule
-
-
-def _color(label: str) -> tuple[str, str]:
-    """Fill and ink of an action's label (``F3``, ``B0.1``: chunk 1 drawn darker, ``W2``)."""
-    fill, ink = _COLORS[label[0]]
-    chunk = int(label.split(".")[1]) if "." in label else 0
-    return (_DARKER[label[0]], "white") if chunk % 2 else (fill, ink)
-
-
-def svg(run: SimRun, width: int = 640, row: int = 26, title: str | None = None) -> str:
-    """The timeline of ``run``: one row per stage, ``F_i`` blue, ``B_i`` orange, ``W_i`` green (odd chunks darker),
-    idle time blank."""
-    left, top = 64, 22 if title else 6
-    scale = (width - left - 10) / run.makespan
-    height = top + run.p * row + 24
-    label = title or f"{run.name}: p={run.p}, m={run.m}"
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-             f'aria-label="{html.escape(label)}"><title>{html.escape(label)}</title>']
-    if title:
-        parts.append(f'<text x="{left}" y="14" font-size="12">{html.escape(title)}</text>')
-    for s in range(run.p):
-        y = top + s * row
-        parts.append(f'<text x="{left - 6}" y="{y + row * 0.65:.1f}" font-size="11" text-anchor="end">stage {s}</text>')
-        parts.append(f'<rect x="{left}" y="{y + 2}" width="{run.makespan * scale:.1f}" height="{row - 4}" '
-                     'fill="#f4f4f4"/>')
-    small = max(6, min(11, int(scale * min(t.end - t.start for t in run.tasks) / 2.2)))
-    for t in run.tasks:
-        fill, ink = _color(t.label)
-        x, w, y = left + t.start * scale, (t.end - t.start) * scale, top + t.stage * row
-        parts.append(f'<rect x="{x:.1f}" y="{y + 2}" width="{w:.1f}" height="{row - 4}" fill="{fill}" stroke="white"/>')
-        if w >= 10:
-            parts.append(f'<text x="{x + w / 2:.1f}" y="{y + row * 0.65:.1f}" font-size="{small}" text-anchor="middle" '
-                         f'fill="{ink}">{t.label}</text>')
-    axis_y = top + run.p * row + 14
-    parts.append(f'<text x="{left}" y="{axis_y}" font-size="10">0</text>'
-                 f'<text x="{width - 10}" y="{axis_y}" font-size="10" text-anchor="end">{run.makespan:g} '
-                 'time units</text></svg>')
-    return "".join(parts)
-
-
-def plot(ax: Any, spans: Sequence[Sequence[tuple[str, float, float]]], title: str = "", unit: str = "") -> None:
-    """Draw per-stage spans ``(action, start, end)`` on a matplotlib axis: forwards blue, backwards orange,
-    weight gradients green, odd chunks darker."""
-    for s, row in enumerate(spans):
-        for label, start, end in row:
-            fill, ink = _color(label)
-            ax.barh(s, end - start, left=start, height=0.8, color=fill, edgecolor="white")
-            ax.text((start + end) / 2, s, label, ha="center", va="center", fontsize=7, color=ink, clip_on=True)
-    ax.set_yticks(range(len(spans)), [f"stage {s}" for s in range(len(spans))])
-    ax.invert_yaxis()
-    ax.set_xlabel(unit)
-    ax.set_title(title, fontsize=10)
 
 
 # --------------------------------------------------------------------------------------------
@@ -587,3 +527,14 @@ def timeline_worker(m: int, width: int, depth: int, rows: int, steps: int = 6, s
     """``steps`` steps of each schedule, all but the first timed: :func:`stage_worker`'s ``timed``."""
     return {schedule: stage_worker(schedule, m, width, depth, rows, steps, seed, timeline=True)["timed"]
             for schedule in SCHEDULES}
+
+
+def measured_steps(timed: Sequence[dict[str, Any]], name: str) -> list[list[list[tuple[str, float, float]]]]:
+    """Every timed step of schedule ``name`` from :func:`timeline_worker`'s ranks: per rank, ``(action, start,
+    end)`` in ms on one clock (the host's), from the step's start."""
+    steps = []
+    for k in range(len(timed[0][name])):
+        t0 = min(r[name][k]["origin"] for r in timed)
+        steps.append([[(a, 1e3 * (r[name][k]["origin"] - t0 + s), 1e3 * (r[name][k]["origin"] - t0 + e))
+                       for a, s, e in r[name][k]["spans"]] for r in timed])
+    return steps

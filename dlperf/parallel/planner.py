@@ -60,12 +60,14 @@ real tensors and real ranks in the memory and model-parallelism chapters.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ..memory import MemoryBreakdown, model_state_bytes
 
 __all__ = [
     "A100_80GB",
     "LLAMA2_70B",
+    "TABLE_HEADER",
     "Hardware",
     "Plan",
     "Strategy",
@@ -77,6 +79,7 @@ __all__ = [
     "layer_activation_bytes",
     "plan",
     "recommend",
+    "table",
 ]
 
 
@@ -421,19 +424,48 @@ def plan(model: Transformer, strategy: Strategy, batch_sequences: int, hardware:
 
 def recommend(plans: list[Plan]) -> tuple[Plan, str]:
     """The layout to use among ``plans``, and why: the quickest step (with the data-parallel time not hidden)
-    of those that are possible and fit; if none fits, the one that needs the least memory."""
-    fitting = sorted((pl for pl in plans if pl.fits), key=lambda pl: pl.step_with_data_s)
+    of those that are possible and fit (equal steps: the one whose traffic takes less time at link speed); if
+    none fits, the one that needs the least memory."""
+    fitting = sorted((pl for pl in plans if pl.fits),
+                     key=lambda pl: (round(pl.step_with_data_s, 6), sum(pl.comm_s.values())))
     GB = 1e9
     if not fitting:
         best = min((pl for pl in plans if pl.feasible), key=lambda pl: pl.memory.total)
-        return best, (f"none fits; {best.strategy.label()} needs the least memory, {best.memory.total / GB:.0f} GB "
+        return best, (f"none fits; {_name(best.strategy)} needs the least memory, {best.memory.total / GB:.0f} GB "
                       f"of {best.hardware_memory / GB:.0f}")
     best = fitting[0]
-    why = (f"{best.strategy.label()}: fits ({best.memory.total / GB:.0f} GB of {best.hardware_memory / GB:.0f}), "
+    why = (f"{_name(best.strategy)}: fits ({best.memory.total / GB:.0f} GB of {best.hardware_memory / GB:.0f}), "
            f"bubble {best.bubble:.3f}, {best.step_with_data_s:.2f} s per step, the quickest of the "
            f"{len(fitting)} layouts that fit")
     if len(fitting) > 1:
         runner = fitting[1]
-        why += (f"; next, {runner.strategy.label()}, takes "
-                f"{100 * (runner.step_with_data_s / best.step_with_data_s - 1):.0f}% longer")
+        longer = 100 * (runner.step_with_data_s / best.step_with_data_s - 1)
+        why += (f"; next, {_name(runner.strategy)}, " + (f"takes {longer:.1f}% longer" if longer >= 0.05 else
+                "is as quick, but its traffic takes longer at link speed"))
     return best, why
+
+
+TABLE_HEADER = ["layout", "GPUs", "micro-batches", "model state GB", "activations GB", "on the GPU", "bubble",
+                "step time; bytes sent per GPU (time at link speed)", "step + data-parallel time not hidden"]
+
+
+def _name(st: Strategy) -> str:
+    """The layout's label with what it leaves out: recomputation other than selective, micro-batches of more."""
+    name = st.label() + ("" if st.recompute == "selective" else f", {st.recompute} recompute")
+    return name + (f", micro-batch {st.micro_batch}" if st.micro_batch > 1 else "")
+
+
+def table(plans: list[Plan]) -> list[list[Any]]:
+    """One row per plan, under :data:`TABLE_HEADER`: what the chapter's planner tables show."""
+    GB, rows = 1e9, []
+    for pl in plans:
+        name = _name(pl.strategy)
+        if not pl.feasible:
+            rows.append([name, pl.gpus, "not possible: " + pl.reason, "", "", "", "", "", ""])
+            continue
+        comm = ", ".join(f"{k} {v / GB:.3g} GB ({pl.comm_s[k]:.2f} s)" for k, v in pl.sent_bytes.items())
+        rows.append([name, pl.gpus, pl.microbatches, f"{pl.memory.model_state / GB:.1f}",
+                     f"{pl.memory.activations / GB:.1f}",
+                     ("fits" if pl.fits else "too large") + f" ({pl.memory.total / GB:.0f} GB)",
+                     f"{pl.bubble:.3f}", f"{pl.step_s:.2f} s; {comm}", f"{pl.step_with_data_s:.2f} s"])
+    return rows

@@ -1,4 +1,5 @@
-"""Pipeline schedules as data: GPipe, 1F1B, interleaved 1F1B (virtual stages) and zero-bubble ZB-H1.
+"""Pipeline schedules as data: GPipe, 1F1B, interleaved 1F1B (virtual stages) and zero-bubble ZB-H1; their
+closed forms, and drawing a run (:func:`svg`, :func:`plot`, the chapter's explorer :func:`explore_state`).
 
 A schedule is a list per rank (a *stage*) of :class:`Action`\\ s, run in order: ``F`` (forward),
 ``B`` (backward) and, in the zero-bubble family, ``W``, each for a micro-batch ``i`` of ``m`` and a
@@ -33,9 +34,11 @@ model *chunk* ``c`` of ``v``.  :func:`dlperf.parallel.pipeline.simulate` runs on
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import html
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 __all__ = [
     "ALL_SCHEDULES",
@@ -43,12 +46,15 @@ __all__ = [
     "Action",
     "Schedule",
     "bubble_fraction",
+    "explore_state",
     "gpipe",
     "interleaved_1f1b",
     "interleaved_bubble_fraction",
     "interleaved_peak",
     "one_f_one_b",
+    "plot",
     "shape",
+    "svg",
     "validate",
     "zb_h1",
     "zb_h1_makespan",
@@ -217,3 +223,85 @@ def validate(schedule: Schedule, m: int | None = None) -> None:
                 i, c = late[0]
                 tag = f".{c}" if c else ""
                 raise ValueError(f"stage {s} runs {then}{i}{tag} before {first}{i}{tag}")
+
+
+# --------------------------------------------------------------------------------------------
+# Drawing a run (SVG: light enough for a widget with dozens of states)
+# --------------------------------------------------------------------------------------------
+
+_COLORS = {"F": ("#9ecae1", "#08306b"), "B": ("#fdae6b", "#7f2704"), "W": ("#a1d99b", "#00441b")}
+_DARKER = {"F": "#4292c6", "B": "#f16913", "W": "#41ab5d"}     # odd chunks of an interleaved schedule
+
+
+def _color(label: str) -> tuple[str, str]:
+    """Fill and ink of an action's label (``F3``, ``B0.1``: chunk 1 drawn darker, ``W2``)."""
+    fill, ink = _COLORS[label[0]]
+    chunk = int(label.split(".")[1]) if "." in label else 0
+    return (_DARKER[label[0]], "white") if chunk % 2 else (fill, ink)
+
+
+def svg(run: Any, width: int = 640, row: int = 26, title: str | None = None) -> str:
+    """The timeline of ``run``: one row per stage, ``F_i`` blue, ``B_i`` orange, ``W_i`` green (odd chunks darker),
+    idle time blank."""
+    left, top = 64, 22 if title else 6
+    scale = (width - left - 10) / run.makespan
+    height = top + run.p * row + 24
+    label = title or f"{run.name}: p={run.p}, m={run.m}"
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+             f'aria-label="{html.escape(label)}"><title>{html.escape(label)}</title>']
+    if title:
+        parts.append(f'<text x="{left}" y="14" font-size="12">{html.escape(title)}</text>')
+    for s in range(run.p):
+        y = top + s * row
+        parts.append(f'<text x="{left - 6}" y="{y + row * 0.65:.1f}" font-size="11" text-anchor="end">stage {s}</text>')
+        parts.append(f'<rect x="{left}" y="{y + 2}" width="{run.makespan * scale:.1f}" height="{row - 4}" '
+                     'fill="#f4f4f4"/>')
+    small = max(6, min(11, int(scale * min(t.end - t.start for t in run.tasks) / 2.2)))
+    for t in run.tasks:
+        fill, ink = _color(t.label)
+        x, w, y = left + t.start * scale, (t.end - t.start) * scale, top + t.stage * row
+        parts.append(f'<rect x="{x:.1f}" y="{y + 2}" width="{w:.1f}" height="{row - 4}" fill="{fill}" stroke="white"/>')
+        if w >= 10:
+            parts.append(f'<text x="{x + w / 2:.1f}" y="{y + row * 0.65:.1f}" font-size="{small}" text-anchor="middle" '
+                         f'fill="{ink}">{t.label}</text>')
+    axis_y = top + run.p * row + 14
+    parts.append(f'<text x="{left}" y="{axis_y}" font-size="10">0</text>'
+                 f'<text x="{width - 10}" y="{axis_y}" font-size="10" text-anchor="end">{run.makespan:g} '
+                 'time units</text></svg>')
+    return "".join(parts)
+
+
+def plot(ax: Any, spans: Sequence[Sequence[tuple[str, float, float]]], title: str = "", unit: str = "") -> None:
+    """Draw per-stage spans ``(action, start, end)`` on a matplotlib axis: forwards blue, backwards orange,
+    weight gradients green, odd chunks darker."""
+    for s, row in enumerate(spans):
+        for label, start, end in row:
+            fill, ink = _color(label)
+            ax.barh(s, end - start, left=start, height=0.8, color=fill, edgecolor="white")
+            ax.text((start + end) / 2, s, label, ha="center", va="center", fontsize=7, color=ink, clip_on=True)
+    ax.set_yticks(range(len(spans)), [f"stage {s}" for s in range(len(spans))])
+    ax.invert_yaxis()
+    ax.set_xlabel(unit)
+    ax.set_title(title, fontsize=10)
+
+
+def explore_state(schedule: str, p: int, m: int) -> str:
+    """One state of the chapter's schedule explorer: the simulated timeline of ``schedule`` (a name of
+    :data:`ALL_SCHEDULES`; equal stages, ``t_b = 2 t_f``, ``W`` half of it, free messages), its bubble against
+    the closed form, and the activations each stage holds (whole-stage micro-batches)."""
+    from .pipeline import simulate
+
+    try:
+        run = simulate(schedule, p, m, forward=1, backward=2)
+    except ValueError as err:
+        return f"<p>{html.escape(schedule)}, p = {p}, m = {m}: {html.escape(str(err))}.</p>"
+    v = run.v
+    forms = {"interleaved 1F1B": (interleaved_bubble_fraction(p, m, v), f"(p-1)/(vm+p-1) with v = {v}"),
+             "ZB-H1": (1 - m * 3 / zb_h1_makespan(p, m, 1, 2, 1), "(p-1)(T_F+T_B-T_W) idle per stage")}
+    form, text = forms.get(schedule, (bubble_fraction(p, m), "(p-1)/(m+p-1)"))
+    held = [f"{run.peak_activations(s):g}" for s in range(p)]
+    note = (f"<p>{html.escape(schedule)}, p = {p} stages, m = {m} micro-batches: makespan {run.makespan:g} time "
+            f"units, bubble {run.bubble:.3f} (formula {html.escape(text)}: {form:.3f}); activations each stage "
+            f"holds at most, in micro-batches of a whole stage: {', '.join(held)}; {len(run.messages)} messages "
+            "when every boundary crosses a link.</p>")
+    return svg(run, width=720, row=22) + note
