@@ -136,7 +136,7 @@ EXERCISE_CHAPTERS = {"book/multi-gpu": "allreduce", "book/parameter-servers": "r
                      "book/compilers": "compile_clean", "book/model-parallelism": "pipeline_schedule",
                      "book/gpu-kernels": "triton_softmax", "book/memory": "zero1",
                      "book/ddp": "ddp_buckets", "book/parallelism-at-scale": "ring_attention",
-                     "book/attention-kernels": "flash_attention"}
+                     "book/attention-kernels": "flash_attention", "book/hardware": "roofline_place"}
 
 
 # chapters with a second exercise

@@ -7,6 +7,8 @@ One concept per module:
 * :mod:`dlperf.kernels.triton_kernels` -- the chapter's kernels (vector add, strided copy, naive and tiled
   matrix products, fused LayerNorm) with their launchers; the same source runs compiled on a GPU and
   interpreted on a CPU;
+* :mod:`dlperf.kernels.grouped` -- a tensor-core (16-bit) matrix product in grouped program order, and a model of
+  what that order saves in the L2 cache;
 * :mod:`dlperf.kernels.traffic` -- counts the bytes every ``tl.load``/``tl.store`` of an interpreted kernel
   moves, per program and per launch, and the 32-byte sectors they touch;
 * :mod:`dlperf.kernels.flash` -- FlashAttention's forward kernel (FlashAttention-2's loop order, causal block
