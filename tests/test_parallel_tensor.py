@@ -106,3 +106,12 @@ def test_ring_bytes():
     assert T.ring_bytes_sent("all-gather", 100, 4) == 75 == T.ring_bytes_sent("reduce-scatter", 100, 4)
     with pytest.raises(ValueError):
         T.ring_bytes_sent("broadcast", 1, 2)
+
+
+def test_the_chapters_comparison(ranks):
+    """T.compare, the chapter's table: small errors for the real runs, and a wrong shard is caught."""
+    errors, layers = T.compare(ranks, H, FFN, TOKENS)
+    assert set(errors) == set(T.BLOCK_RUNS) and max(max(e) for e in errors.values()) < 1e-5
+    assert max(layers.values()) < 1e-5
+    swapped = [{**r, "tp": {**r["tp"], "grads": ranks[1 - k]["tp"]["grads"]}} for k, r in enumerate(ranks)]
+    assert T.compare(swapped, H, FFN, TOKENS)[0]["tp"][2] > 0.1          # rank 0's gradients on rank 1

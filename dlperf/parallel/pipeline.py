@@ -342,6 +342,9 @@ def _run_schedule(stage: nn.Module | Sequence[nn.Module], actions: list[Action],
         for q, g in zip(params, torch.autograd.grad(outputs[(i, c)], params, grad)):
             q.grad = g if q.grad is None else q.grad + g
 
+    def tag(kind: str, virtual: int) -> int:
+        return _tag(kind, virtual, i, m, v * p)
+
     for a in actions:
         i, c = a.microbatch, a.chunk
         vs, key = c * p + rank, (a.microbatch, a.chunk)          # virtual stage, and what it holds
@@ -350,36 +353,36 @@ def _run_schedule(stage: nn.Module | Sequence[nn.Module], actions: list[Action],
                 inp = xs[i]
             else:
                 inp = torch.empty(xs[i].shape[0], width)
-                dist.recv(inp, src=(vs - 1) % p, tag=_tag("F", vs, i, m, v * p))   # previous stage's output
+                dist.recv(inp, src=(vs - 1) % p, tag=tag("F", vs))  # the previous stage's output
                 inp.requires_grad_(True)
             start = clock()
             out = chunks[c](inp)
             if vs == last:
-                out = nn.functional.mse_loss(out, ys[i]) / m   # mean over equal micro-batches = mean over the batch
+                out = nn.functional.mse_loss(out, ys[i]) / m   # the mean over the batch, in m parts
                 losses.append(out.item() * m)
             stamp(a, start)
             if vs < last:
-                pending.append(dist.isend(out.detach(), dst=(vs + 1) % p, tag=_tag("F", vs + 1, i, m, v * p)))
+                pending.append(dist.isend(out.detach(), dst=(vs + 1) % p, tag=tag("F", vs + 1)))
             inputs[key], outputs[key] = inp, out
             peak = max(peak, len(outputs))
         elif a.kind == "B":
             grad = None                                        # the last stage starts from its loss
             if vs < last:
                 grad = torch.empty_like(outputs[key])
-                dist.recv(grad, src=(vs + 1) % p, tag=_tag("B", vs, i, m, v * p))  # next stage's gradient
+                dist.recv(grad, src=(vs + 1) % p, tag=tag("B", vs))  # the next stage's gradient
             start = clock()
             if not split:
                 outputs[key].backward(grad)
                 sent = inputs[key].grad if vs > 0 else None
-            elif vs > 0:                                       # the input's gradient only; W follows
+            elif vs > 0:                                # the input's gradient only; W follows
                 (sent,) = torch.autograd.grad(outputs[key], inputs[key], grad, retain_graph=True)
             stamp(a, start)
             if vs > 0:
-                pending.append(dist.isend(sent, dst=(vs - 1) % p, tag=_tag("B", vs - 1, i, m, v * p)))
+                pending.append(dist.isend(sent, dst=(vs - 1) % p, tag=tag("B", vs - 1)))
             if split:
                 grads[key] = grad
             else:
-                del inputs[key], outputs[key]                  # this micro-batch's activations can go
+                del inputs[key], outputs[key]           # this micro-batch's activations can go
         else:
             start = clock()
             weights(i, c, grads.pop(key))
@@ -485,7 +488,7 @@ def torch_worker(schedule: str, m: int, width: int, depth: int, rows: int, steps
     for x, y in batches(steps, rows, width, seed):
         opt.zero_grad()
         micro: list[torch.Tensor] = []
-        first, last = 0 in ids, v * p - 1 in ids          # this rank feeds the inputs / computes the loss
+        first, last = 0 in ids, v * p - 1 in ids     # this rank feeds the inputs / has the loss
         sched.step(*([x] if first else []), **({"target": y, "losses": micro} if last else {}))
         opt.step()
         losses.append(sum(t.item() for t in micro) / m if micro else None)

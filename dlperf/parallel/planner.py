@@ -36,6 +36,10 @@ stage (the first: it also holds the token embedding):
   (``4P`` of the ``6P`` FLOPs per token, ``6P`` of ``8P`` with full recomputation) can hide their
   reduction; ZeRO's parameter all-gather, after the optimizer step, is counted as not hidden.
 
+The token embedding and the output projection are split over the ``t`` tensor-parallel ranks (a
+vocabulary-parallel embedding and a vocabulary-parallel loss, as Megatron-LM does and as PyTorch's
+``loss_parallel`` does for a ``ColwiseParallel`` output layer), not replicated.
+
 **Context parallelism** (``cp``, ring attention, :mod:`dlperf.parallel.context`): each rank holds
 ``s / c`` tokens of every sequence, so activations and the tensor and pipeline messages shrink by
 ``c``; the K/V blocks travel the ring, :func:`context_parallel_bytes` per layer and micro-batch

@@ -52,6 +52,7 @@ from ..collectives import all_gather_into as _all_gather_into
 from ..collectives import reduce_scatter_into as _reduce_scatter_into
 
 __all__ = [
+    "BLOCK_RUNS",
     "Call",
     "ColumnParallelLinear",
     "CopyToParallel",
@@ -64,12 +65,15 @@ __all__ = [
     "Traffic",
     "block_inputs",
     "chapter_worker",
+    "compare",
     "dtensor_worker",
     "hand_worker",
     "layers_worker",
     "make_mlp",
     "parallel_mlp",
+    "relative_error",
     "ring_bytes_sent",
+    "shard_of",
     "sync_sequence_parallel_grads",
 ]
 
@@ -510,3 +514,69 @@ def chapter_worker(hidden: int, ffn: int, tokens: int, seed: int = 0) -> dict[st
         "dtensor": dtensor_worker(hidden, ffn, tokens, seed, sequence_parallel=False),
         "dtensor_sp": dtensor_worker(hidden, ffn, tokens, seed, sequence_parallel=True),
     }
+
+
+# --------------------------------------------------------------------------------------------
+# Against the unsharded block (the chapter's comparison)
+# --------------------------------------------------------------------------------------------
+
+#: The runs of :func:`chapter_worker` on the MLP block, by key, as the chapter names them.
+BLOCK_RUNS = {"tp": "by hand", "sp": "by hand, sequence-parallel", "dtensor": "parallelize_module",
+              "dtensor_sp": "parallelize_module, sequence-parallel"}
+
+
+def relative_error(pairs: Any) -> float:
+    """The largest difference between ``got`` and ``want`` over ``(got, want)`` pairs, relative to the largest
+    ``|want|``."""
+    return max(((got - want).abs().max() / want.abs().max().clamp_min(1e-30)).item() for got, want in pairs)
+
+
+def shard_of(name: str, grad: torch.Tensor, rank: int, world: int) -> torch.Tensor:
+    """Rank ``rank``'s part of a full gradient of :func:`make_mlp` in the hand-written layout: rows of
+    ``W_1`` and ``b_1`` (column-parallel), columns of ``W_2`` (row-parallel), all of ``b_2``."""
+    def mine(n: int) -> slice:
+        return slice(rank * n // world, (rank + 1) * n // world)
+
+    if name in ("0.weight", "0.bias"):
+        return grad[mine(grad.shape[0])]
+    if name == "2.weight":
+        return grad[:, mine(grad.shape[1])]
+    return grad
+
+
+def compare(ranks: list[dict[str, Any]], hidden: int, ffn: int, tokens: int,
+            seed: int = 0) -> tuple[dict[str, tuple[float, float, float]], dict[str, float]]:
+    """:func:`chapter_worker`'s results against the unsharded block computed here, in one process.
+
+    Returns, per run of :data:`BLOCK_RUNS`, the relative errors of the output, the input gradient and
+    the parameter gradients (sequence-parallel outputs are concatenated over the ranks; replicated
+    ones must be equal on every rank; DTensor gradients come back whole), and each layer alone's error.
+    """
+    world = len(ranks)
+    full = make_mlp(hidden, ffn, seed)
+    x, g = block_inputs(tokens, hidden, seed)
+    x.requires_grad_(True)
+    y = full(x)
+    (y * g).sum().backward()
+    full_grads = {name: p.grad for name, p in full.named_parameters()}
+    errors = {}
+    for key in BLOCK_RUNS:
+        runs = [r[key] for r in ranks]
+        if key.endswith("sp"):
+            out = torch.cat([r["output"] for r in runs])
+            dx = torch.cat([r["input_grad"] for r in runs])
+        else:
+            out, dx = runs[0]["output"], runs[0]["input_grad"]
+            if not all(torch.equal(r["output"], out) for r in runs):
+                raise AssertionError(f"{key}: the replicated output differs between ranks")
+        if key.startswith("dtensor"):
+            grads = [(r["grads"][n], full_grads[n]) for r in runs for n in full_grads]
+        else:
+            grads = [(r["grads"][n], shard_of(n, full_grads[n], k, world))
+                     for k, r in enumerate(runs) for n in full_grads]
+        errors[key] = (relative_error([(out, y.detach())]), relative_error([(dx, x.grad)]),
+                       relative_error(grads))
+    with torch.no_grad():
+        layers = {"column": relative_error([(r["layers"]["column"], full[0](x)) for r in ranks]),
+                  "row": relative_error([(r["layers"]["row"], full[2](r["layers"]["row_input"])) for r in ranks])}
+    return errors, layers
