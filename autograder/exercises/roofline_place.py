@@ -7,9 +7,10 @@ from :func:`~autograder.trusted.seed`):
 
 * **costs** (part 1): the student's functions are called in a host (:class:`~autograder.trusted.Student`,
   the solution cells and nothing else, read first with :data:`~dlperf.grading.probes.roofline_place.RULES`) on
-  shapes and dtypes the notebook never shows, and compared with the operation itself run here on meta
-  tensors (:func:`cost`: PyTorch's FLOP counter for the products, every tensor in and out once for the
-  bytes); this module holds no closed form of the student's, so reading it gives none away;
+  shapes and dtypes the notebook never shows, and compared with values derived from the shapes of the
+  operation's tensors (:func:`cost`: every tensor in and out once for the bytes; for the products, the
+  multiply-adds of each output element, as PyTorch's FLOP counter counts them); the bytes of no operation
+  are written out here as a formula;
 * **place** (part 2): ``roofline(flops, traffic, peak, bandwidth)`` on the costs of those operations
   (computed here) placed on machines chosen around each operation's ridge, so that the same operation is
   memory-bound on one and compute-bound on another, and on two-level machines where the cache's roof
@@ -57,20 +58,18 @@ def cost(name: str, args: dict[str, Any]) -> tuple[int, int]:
     """``(FLOPs, minimum bytes)`` of the operation ``name`` (one of :data:`COSTS`) with keyword ``args``,
     from the shapes of the tensors the operation takes and returns:
 
-    * FLOPs: for the products (matmul, conv2d, attention) the formulas of PyTorch's own FLOP counter
-      (:mod:`torch.utils.flop_counter`: ``mm_flop``, ``conv_flop_count``, ``sdpa_flop_count``, what
-      ``FlopCounterMode`` reports for ``torch.mm``, ``F.conv2d`` and ``F.scaled_dot_product_attention``);
-      for the others the specification's count per element of the output;
+    * FLOPs: for the products (matmul, conv2d, attention) 2 per multiply-add, the multiply-adds counted from
+      the output's shape and the length of each dot product (what ``torch.utils.flop_counter.FlopCounterMode``
+      reports for ``torch.mm``, ``F.conv2d`` and ``F.scaled_dot_product_attention``; the tests hold them
+      against it: the counter is not imported here, it imports Triton); for the others the specification's
+      count per element of the output;
     * the minimum bytes: every tensor the operation takes and every tensor it returns, once each, in
       ``dtype`` (the operation's intermediates and a convolution's padding are no tensors of it)."""
-    from torch.utils import flop_counter as fc
-
     a = dict(args)
     s = _itemsize(a.pop("dtype"))
-    flops: int | None = None
     if name == "matmul_cost":                      # C (m x n) = A (m x k) @ B (k x n)
         inputs, out = [(a["m"], a["k"]), (a["k"], a["n"])], (a["m"], a["n"])
-        flops = fc.mm_flop(*inputs)
+        dot = a["k"]                               # each output element: a dot product of length k
     elif name == "elementwise_cost":               # `inputs` tensors of n elements in, one out
         inputs, out, per_element = [(a["n"],)] * a["inputs"], (a["n"],), a["ops"]
     elif name == "softmax_cost":                   # over the last dimension
@@ -81,15 +80,16 @@ def cost(name: str, args: dict[str, Any]) -> tuple[int, int]:
         side = [a["height"], a["width"]]
         inputs = [(a["batch"], a["c_in"], *side), (a["c_out"], a["c_in"], a["kernel"], a["kernel"])]
         out = (a["batch"], a["c_out"], *(x + 2 * a["padding"] - a["kernel"] + 1 for x in side))
-        flops = fc.conv_flop_count(list(inputs[0]), list(inputs[1]), list(out), False)
+        dot = math.prod(inputs[1][1:])             # over c_in x kernel x kernel inputs
     elif name == "attention_cost":                 # softmax(Q K^T / sqrt(d)) V, fused
         inputs = [(a["batch"], a["heads"], a["seq"], a["head_dim"])] * 3
         out = inputs[0]
-        flops = fc.sdpa_flop_count(*inputs)
+        dot = 2 * a["seq"]                         # Q K^T and P V: 2 seq^2 head_dim multiply-adds per head,
+        #                                            2 seq per element of the output
     else:
         raise ValueError(f"unknown operation {name!r}")
-    if flops is None:
-        flops = per_element * math.prod(out)
+    flops = 2 * dot * math.prod(out) if name in ("matmul_cost", "conv2d_cost", "attention_cost") else \
+        per_element * math.prod(out)
     return int(flops), sum(math.prod(shape) for shape in (*inputs, out)) * s
 
 
