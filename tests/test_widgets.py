@@ -61,10 +61,10 @@ def test_pipeline_explorer_offers_every_schedule():
     beside it; a size a schedule cannot take says why instead of breaking the page."""
     import re
 
-    from dlperf.parallel import schedules as S
+    from dlperf.parallel import pipeline as PP
 
-    axes = {"schedule": list(S.ALL_SCHEDULES), "p": [2, 3, 4], "m": [4, 8]}
-    box = explorer(S.explore_state, axes, defaults={"schedule": "ZB-H1", "p": 4, "m": 8})
+    axes = {"schedule": list(PP.ALL_SCHEDULES), "p": [2, 3, 4], "m": [4, 8]}
+    box = explorer(PP.explore_state, axes, defaults={"schedule": "ZB-H1", "p": 4, "m": 8})
     states = leaves(box.children[-1])
     assert len(states) == 4 * 3 * 2 and {"GPipe", "1F1B", "interleaved 1F1B", "ZB-H1"} == set(axes["schedule"])
     k = 0

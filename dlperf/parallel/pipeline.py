@@ -26,6 +26,8 @@ activations and gradients, ``v`` chunks per rank, ``B`` and ``W`` apart with ``t
 
 from __future__ import annotations
 
+import html
+
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +38,8 @@ from torch import nn
 
 from ..cluster import LinkSpec, Topology, transfer_time
 from .schedules import (ALL_SCHEDULES, SCHEDULES, Action, Schedule, bubble_fraction, gpipe, interleaved_1f1b,
-                        one_f_one_b, plot, shape, svg, validate, zb_h1)
+                        interleaved_bubble_fraction, one_f_one_b, plot, shape, svg, validate, zb_h1,
+                        zb_h1_makespan)
 
 __all__ = [
     "ALL_SCHEDULES",
@@ -49,6 +52,7 @@ __all__ = [
     "batches",
     "bubble_fraction",
     "chapter_worker",
+    "explore_state",
     "gpipe",
     "in_model_order",
     "interleaved_1f1b",
@@ -541,3 +545,23 @@ def measured_steps(timed: Sequence[dict[str, Any]], name: str) -> list[list[list
         steps.append([[(a, 1e3 * (r[name][k]["origin"] - t0 + s), 1e3 * (r[name][k]["origin"] - t0 + e))
                        for a, s, e in r[name][k]["spans"]] for r in timed])
     return steps
+
+
+def explore_state(schedule: str, p: int, m: int) -> str:
+    """One state of the chapter's schedule explorer: the simulated timeline of ``schedule`` (a name of
+    :data:`ALL_SCHEDULES`; equal stages, ``t_b = 2 t_f``, ``W`` half of it, free messages), its bubble against
+    the closed form, and the activations each stage holds (whole-stage micro-batches)."""
+    try:
+        run = simulate(schedule, p, m, forward=1, backward=2)
+    except ValueError as err:
+        return f"<p>{html.escape(schedule)}, p = {p}, m = {m}: {html.escape(str(err))}.</p>"
+    v = run.v
+    forms = {"interleaved 1F1B": (interleaved_bubble_fraction(p, m, v), f"(p-1)/(vm+p-1) with v = {v}"),
+             "ZB-H1": (1 - m * 3 / zb_h1_makespan(p, m, 1, 2, 1), "(p-1)(T_F+T_B-T_W) idle per stage")}
+    form, text = forms.get(schedule, (bubble_fraction(p, m), "(p-1)/(m+p-1)"))
+    held = [f"{run.peak_activations(s):g}" for s in range(p)]
+    note = (f"<p>{html.escape(schedule)}, p = {p} stages, m = {m} micro-batches: makespan {run.makespan:g} time "
+            f"units, bubble {run.bubble:.3f} (formula {html.escape(text)}: {form:.3f}); activations each stage "
+            f"holds at most, in micro-batches of a whole stage: {', '.join(held)}; {len(run.messages)} messages "
+            "when every boundary crosses a link.</p>")
+    return svg(run, width=720, row=22) + note

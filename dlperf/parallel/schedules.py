@@ -1,5 +1,5 @@
 """Pipeline schedules as data: GPipe, 1F1B, interleaved 1F1B (virtual stages) and zero-bubble ZB-H1; their
-closed forms, and drawing a run (:func:`svg`, :func:`plot`, the chapter's explorer :func:`explore_state`).
+closed forms, and drawing a run (:func:`svg`, :func:`plot`).
 
 A schedule is a list per rank (a *stage*) of :class:`Action`\\ s, run in order: ``F`` (forward),
 ``B`` (backward) and, in the zero-bubble family, ``W``, each for a micro-batch ``i`` of ``m`` and a
@@ -46,7 +46,6 @@ __all__ = [
     "Action",
     "Schedule",
     "bubble_fraction",
-    "explore_state",
     "gpipe",
     "interleaved_1f1b",
     "interleaved_bubble_fraction",
@@ -283,25 +282,3 @@ def plot(ax: Any, spans: Sequence[Sequence[tuple[str, float, float]]], title: st
     ax.invert_yaxis()
     ax.set_xlabel(unit)
     ax.set_title(title, fontsize=10)
-
-
-def explore_state(schedule: str, p: int, m: int) -> str:
-    """One state of the chapter's schedule explorer: the simulated timeline of ``schedule`` (a name of
-    :data:`ALL_SCHEDULES`; equal stages, ``t_b = 2 t_f``, ``W`` half of it, free messages), its bubble against
-    the closed form, and the activations each stage holds (whole-stage micro-batches)."""
-    from .pipeline import simulate
-
-    try:
-        run = simulate(schedule, p, m, forward=1, backward=2)
-    except ValueError as err:
-        return f"<p>{html.escape(schedule)}, p = {p}, m = {m}: {html.escape(str(err))}.</p>"
-    v = run.v
-    forms = {"interleaved 1F1B": (interleaved_bubble_fraction(p, m, v), f"(p-1)/(vm+p-1) with v = {v}"),
-             "ZB-H1": (1 - m * 3 / zb_h1_makespan(p, m, 1, 2, 1), "(p-1)(T_F+T_B-T_W) idle per stage")}
-    form, text = forms.get(schedule, (bubble_fraction(p, m), "(p-1)/(m+p-1)"))
-    held = [f"{run.peak_activations(s):g}" for s in range(p)]
-    note = (f"<p>{html.escape(schedule)}, p = {p} stages, m = {m} micro-batches: makespan {run.makespan:g} time "
-            f"units, bubble {run.bubble:.3f} (formula {html.escape(text)}: {form:.3f}); activations each stage "
-            f"holds at most, in micro-batches of a whole stage: {', '.join(held)}; {len(run.messages)} messages "
-            "when every boundary crosses a link.</p>")
-    return svg(run, width=720, row=22) + note
