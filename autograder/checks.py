@@ -45,6 +45,7 @@ import io
 import json
 import linecache
 import os
+import select
 import signal
 import socket
 import sys
@@ -216,9 +217,12 @@ NO_MORE_JOBS = 3
 def _one_job(reply: TextIO, warm_up_seconds: float) -> int:
     """Fork the zygote, say ``ready``, read one job (a JSON line), run it, say ``done``."""
     server = _fork_zygote()
-    reply.write(json.dumps({"ready": True, "warm_up_seconds": warm_up_seconds, "zygote": server,
-                            **_device()}) + "\n")
-    reply.flush()
+    try:
+        reply.write(json.dumps({"ready": True, "warm_up_seconds": warm_up_seconds, "zygote": server,
+                                **_device()}) + "\n")
+        reply.flush()
+    except OSError:          # BrokenPipeError: nobody reads the replies any more, the grader is gone
+        return NO_MORE_JOBS
     line = sys.stdin.buffer.readline()
     if not line.strip():
         return NO_MORE_JOBS
@@ -253,6 +257,20 @@ def _in_sandbox_pid_namespace() -> bool:
         return False
 
 
+def _grader_gone(reply: TextIO) -> bool:
+    """True once the grader has closed both ends (it ended, or was killed): no job can come and no reply
+    can be read.  A server that went on forking job processes then would spin, each one failing at once
+    (a check run whose bubblewrap outlived its grader did, at 100% of a core, for the rest of a test run)."""
+    poller = select.poll()
+    poller.register(sys.stdin.fileno(), select.POLLIN)
+    poller.register(reply.fileno(), select.POLLOUT)
+    events = dict(poller.poll(0))
+    no_jobs = bool(events.get(sys.stdin.fileno(), 0) & select.POLLHUP) and not (
+        events.get(sys.stdin.fileno(), 0) & select.POLLIN)
+    no_reader = bool(events.get(reply.fileno(), 0) & select.POLLERR)
+    return no_jobs or no_reader
+
+
 def _serve(reply: TextIO, warm_up_seconds: float) -> int:
     """One job after the other, each in a fork of this process taken before its job is read.
 
@@ -263,6 +281,8 @@ def _serve(reply: TextIO, warm_up_seconds: float) -> int:
     """
     clean = _in_sandbox_pid_namespace()
     while True:
+        if _grader_gone(reply):
+            return 0
         pid = os.fork()
         if pid == 0:
             code = 1
