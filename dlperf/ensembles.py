@@ -16,8 +16,10 @@ Performance contract: the same arithmetic (``n`` models times the work of one),
 one model alive at once (sequential training holds one model's activations at
 a time).  The results agree with sequential training up to float32 rounding
 (a batched product may add in another order); :func:`max_difference` measures
-it.  The chapter "Automatic parallelism" (section "Many small models at once")
-measures both side by side.
+it.  :func:`train_spread` deals the models to the worker processes of a Dask cluster instead
+(each share one after the other, or batched), as the class autograder spreads submissions; :func:`ways`
+times the four side by side.  The chapter "Automatic parallelism" (section "Many small models at once")
+measures them.
 """
 
 from __future__ import annotations
@@ -38,8 +40,11 @@ __all__ = [
     "demo_data",
     "make_ensemble",
     "max_difference",
+    "start_cluster",
     "train_batched",
     "train_sequential",
+    "train_spread",
+    "ways",
 ]
 
 
@@ -141,3 +146,90 @@ def activation_bytes(models: Sequence[nn.Module], X: torch.Tensor, batched: bool
 def demo_data(samples: int = 96, features: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
     """The regression data of the parameter-server chapter (:func:`dlperf.kvstore.make_data`)."""
     return make_data(samples, features)
+
+
+# ---------------------------------------------------------------------------------------------
+# Spread over processes: a Dask cluster, as the class autograder spreads submissions
+# ---------------------------------------------------------------------------------------------
+
+
+def start_cluster(workers: int) -> Any:
+    """A local Dask cluster of ``workers`` processes with one thread each, and its client (close both:
+    ``client.close(); client.cluster.close()``).  The autograder spreads submissions over the same kind."""
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0")
+    return Client(cluster)
+
+
+def _train_share(models: Sequence[nn.Module], X: torch.Tensor, y: torch.Tensor, steps: int, lr: float,
+                 batched: bool) -> dict[str, Any]:
+    """One worker's share, trained in that worker's process with one compute thread."""
+    torch.set_num_threads(1)
+    if not batched:
+        return train_sequential(models, X, y, steps, lr)
+    out = train_batched(models, X, y, steps, lr)
+    return {"params": [{k: v[i] for k, v in out["params"].items()} for i in range(len(models))],
+            "losses": out["losses"]}
+
+
+def train_spread(models: Sequence[nn.Module], X: torch.Tensor, y: torch.Tensor, steps: int, lr: float,
+                 client: Any, batched: bool = False) -> dict[str, Any]:
+    """The models dealt round-robin to the workers of the Dask ``client``, each worker's share trained in
+    its own process (one after the other, or ``batched``), gathered in the models' order.
+
+    Returns what :func:`train_sequential` returns (``params`` one dict per model, ``losses`` ``[n, steps]``).
+    The models and the data are sent to the workers on every call, as a real job would send them.
+    """
+    workers = list(client.scheduler_info()["workers"])
+    shares = [list(range(w, len(models), len(workers))) for w in range(len(workers))]
+    futures = {w: client.submit(_train_share, [models[i] for i in share], X, y, steps, lr, batched,
+                                workers=[addr], pure=False)
+               for w, (addr, share) in enumerate(zip(workers, shares)) if share}
+    results = {w: f.result() for w, f in futures.items()}
+    params: list[dict[str, torch.Tensor]] = [{} for _ in models]
+    losses: list[torch.Tensor] = [torch.empty(0)] * len(models)
+    for w, result in results.items():
+        for j, i in enumerate(shares[w]):
+            params[i] = result["params"][j]
+            losses[i] = result["losses"][j]
+    return {"params": params, "losses": torch.stack(losses)}
+
+
+def ways(n: int, hidden: int, client: Any, steps: int = 60, lr: float | None = None, **timing: Any) -> dict[str, Any]:
+    """``n`` models of width ``hidden`` trained four ways, timed in alternating rounds
+    (:func:`dlperf.bench.benchmark_interleaved`) with one compute thread per process: one after the other,
+    batched, spread over the client's workers, and spread with each share batched.  Returns the
+    measurements by name and the largest difference of each way's parameters from the sequential ones.
+    ``lr`` defaults to 0.1 for width 32, scaled down as ``32 / hidden`` for wider models (at 0.1, full-batch
+    SGD on width 2048 diverges, and a diverging run turns float32's different summation orders into large
+    differences)."""
+    from .bench import benchmark_interleaved
+
+    lr = 0.1 * min(1.0, 32 / hidden) if lr is None else lr
+
+    X, y = demo_data()
+    models = make_ensemble(n, hidden=hidden)
+    reference = train_sequential(models, X, y, steps, lr)
+    batched = train_batched(models, X, y, steps, lr)
+    spread = train_spread(models, X, y, steps, lr, client)
+    both = train_spread(models, X, y, steps, lr, client, batched=True)
+    diffs = {"batched": max_difference(reference, batched),
+             "spread": _difference(reference, spread), "spread, batched": _difference(reference, both)}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        runs = benchmark_interleaved({
+            "one after the other": lambda: train_sequential(models, X, y, steps, lr),
+            "batched (vmap)": lambda: train_batched(models, X, y, steps, lr),
+            "spread over workers": lambda: train_spread(models, X, y, steps, lr, client),
+            "spread, each share batched": lambda: train_spread(models, X, y, steps, lr, client, batched=True),
+        }, **{"rounds": 2, "repeat": 2, "number": 1, "warmup": 1, **timing})
+    finally:
+        torch.set_num_threads(threads)
+    return {"measurements": dict(zip(("sequential", "batched", "spread", "spread, batched"), runs)),
+            "differences": diffs, "n": n, "hidden": hidden, "steps": steps, "lr": lr}
+
+
+def _difference(a: dict[str, Any], b: dict[str, Any]) -> float:
+    return max((q[k] - p[k]).abs().max().item() for p, q in zip(a["params"], b["params"]) for k in p)

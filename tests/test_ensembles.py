@@ -44,3 +44,27 @@ def test_activations_grow_with_the_models_the_input_does_not():
         models = E.make_ensemble(n)
         assert E.activation_bytes(models, X, batched=False) == x_bytes + hidden_bytes
         assert E.activation_bytes(models, X, batched=True) == x_bytes + n * hidden_bytes
+
+
+def test_spread_over_dask_workers_equals_training_one_after_the_other():
+    client = E.start_cluster(2)
+    try:
+        models = E.make_ensemble(5)
+        seq = E.train_sequential(models, X, Y, steps=3, lr=0.1)
+        for batched in (False, True):
+            spread = E.train_spread(models, X, Y, steps=3, lr=0.1, client=client, batched=batched)
+            assert len(spread["params"]) == 5
+            for p, q in zip(seq["params"], spread["params"]):
+                for k in p:
+                    torch.testing.assert_close(q[k], p[k], rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(spread["losses"], seq["losses"], rtol=1e-5, atol=1e-6)
+        # each model went to one worker, in turn: a model trained alone there gives the same as here
+        shuffled = E.train_spread(models[::-1], X, Y, steps=3, lr=0.1, client=client)
+        for p, q in zip(seq["params"][::-1], shuffled["params"]):
+            torch.testing.assert_close(q["0.weight"], p["0.weight"], rtol=1e-5, atol=1e-6)
+        timed = E.ways(4, 8, client, steps=2, rounds=1, repeat=1)
+        assert set(timed["measurements"]) == {"sequential", "batched", "spread", "spread, batched"}
+        assert max(timed["differences"].values()) < 1e-5
+    finally:
+        client.close()
+        client.cluster.close()
