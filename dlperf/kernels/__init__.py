@@ -9,6 +9,8 @@ One concept per module:
   interpreted on a CPU;
 * :mod:`dlperf.kernels.grouped` -- a tensor-core (16-bit) matrix product in grouped program order, and a model of
   what that order saves in the L2 cache;
+* :mod:`dlperf.kernels.autograd` -- a Triton kernel in autograd: the GELU with its own backward kernel, and the
+  same registered with ``torch.library.triton_op`` for ``torch.compile``;
 * :mod:`dlperf.kernels.traffic` -- counts the bytes every ``tl.load``/``tl.store`` of an interpreted kernel
   moves, per program and per launch, and the 32-byte sectors they touch;
 * :mod:`dlperf.kernels.flash` -- FlashAttention's forward kernel (FlashAttention-2's loop order, causal block
