@@ -8,6 +8,7 @@ import torch
 from dlperf import cluster as C
 from dlperf.launch import launch
 from dlperf.parallel import pipeline as P
+from pipeline_tools import one_process_training
 
 CASES = [(1, 1), (2, 1), (2, 4), (3, 5), (4, 4), (4, 8), (8, 4), (5, 16)]
 
@@ -93,15 +94,7 @@ W, D, ROWS, STEPS, M = 16, 4, 16, 3, 4
 
 @pytest.fixture(scope="module")
 def expected():
-    """One process, the whole batch, written out here: SGD on the mean squared error."""
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(W, W), torch.nn.Tanh()) for _ in range(D)])
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    for x, y in P.batches(STEPS, ROWS, W):
-        opt.zero_grad()
-        torch.nn.functional.mse_loss(model(x), y).backward()
-        opt.step()
-    return [p.detach() for p in model.parameters()]
+    return one_process_training(W, D, ROWS, STEPS)
 
 
 @pytest.mark.parametrize("worker", ["stage_worker", "torch_worker"])

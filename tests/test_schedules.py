@@ -7,6 +7,7 @@ import torch
 
 from dlperf.launch import launch
 from dlperf.parallel import pipeline as P
+from pipeline_tools import one_process_training
 from dlperf.parallel import schedules as S
 
 CASES = [(2, 2), (2, 4), (3, 6), (4, 4), (4, 8), (8, 16)]
@@ -102,15 +103,7 @@ W, D, ROWS, STEPS, M = 16, 4, 16, 2, 4
 
 @pytest.fixture(scope="module")
 def expected():
-    """One process, the whole batch, written out here: SGD on the mean squared error."""
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(W, W), torch.nn.Tanh()) for _ in range(D)])
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    for x, y in P.batches(STEPS, ROWS, W):
-        opt.zero_grad()
-        torch.nn.functional.mse_loss(model(x), y).backward()
-        opt.step()
-    return [p.detach() for p in model.parameters()]
+    return one_process_training(W, D, ROWS, STEPS)
 
 
 def test_new_schedules_on_real_ranks_train_like_one_process(expected):
