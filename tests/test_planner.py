@@ -226,8 +226,100 @@ def test_recommendation_agrees_with_the_table():
                   PL.Strategy(dp=64, tp=8, pp=4, zero=1), PL.Strategy(dp=64, tp=8, pp=4, zero=1, schedule="ZB-H1")]
     plans = [PL.plan(llama, st, n, mfu=0.4) for st in strategies]
     best, why = PL.recommend(plans)
-    assert best is min((p for p in plans if p.fits), key=lambda p: p.step_with_data_s)
+    assert best is min((p for p in plans if p.fits), key=lambda p: p.step_with_comm_s)
     assert not plans[0].fits and best.strategy.label() in why and "quickest" in why
     assert plans[3].bubble < plans[2].bubble                                # the zero-bubble schedule helps
     none, why = PL.recommend([plans[0]])
     assert none is plans[0] and why.startswith("none fits")
+
+
+
+# --------------------------------------------------------------------------------------------
+# Ring attention's and the all-to-alls' time in the step; HSDP
+# --------------------------------------------------------------------------------------------
+
+def test_context_parallel_exposed_time_by_hand():
+    """8 tokens on 2 ranks, K/V width 8, hidden 8: a K/V block is 2 x 4 x 8 x 2 = 128 bytes; a ring step's
+    causal work is 2 x 4^2 x 8 = 256 FLOPs, 2.56e-4 s at 1e6 FLOP/s; messages 1e-3 s + bytes / 1e3 B/s."""
+    kw = dict(bandwidth=1e3, latency=1e-3, flop_rate=1e6)
+    got = PL.context_parallel_exposed_s(8, 2, 8, 8, **kw)
+    assert got["forward"] == pytest.approx(1 * (1e-3 + 128 / 1e3 - 2.56e-4))
+    assert got["backward"] == pytest.approx(2 * (1e-3 + 3 / 2 * 128 / 1e3 - 2 * 2.56e-4))   # 3 blocks in 2 steps
+    full = PL.context_parallel_exposed_s(8, 2, 8, 8, recompute="full", **kw)
+    assert full["forward"] == pytest.approx(2 * got["forward"]) and full["backward"] == got["backward"]
+    # limits: one rank sends nothing; enough work per step hides the ring entirely
+    assert PL.context_parallel_exposed_s(8, 1, 8, 8, **kw) == {"forward": 0.0, "backward": 0.0}
+    assert sum(PL.context_parallel_exposed_s(8, 2, 8, 8, bandwidth=1e3, latency=1e-3, flop_rate=1.0).values()) == 0
+    # a slower link never exposes less; tensor parallelism shortens the work that hides it
+    slower = PL.context_parallel_exposed_s(8, 2, 8, 8, bandwidth=5e2, latency=1e-3, flop_rate=1e6)
+    assert slower["forward"] > got["forward"] and slower["backward"] > got["backward"]
+    assert PL.context_parallel_exposed_s(8, 2, 8, 8, tp=2, **kw)["forward"] > got["forward"]
+
+
+def test_expert_parallel_exposed_time_by_hand():
+    """4 tokens, k = 2, hidden 8, 4 ranks: S = 2 x 4 x 8 x 2 = 128 bytes per all-to-all; pairwise exchange
+    3 (1e-3 + 128 / (4 x 1e3)) = 0.099 s; 4 of them (6 with full recomputation)."""
+    kw = dict(bandwidth=1e3, latency=1e-3)
+    assert PL.expert_parallel_exposed_s(4, 8, 2, 4, **kw) == pytest.approx(4 * 3 * (1e-3 + 128 / 4e3))
+    assert PL.expert_parallel_exposed_s(4, 8, 2, 4, recompute="full", **kw) == pytest.approx(6 * 0.099)
+    assert PL.expert_parallel_exposed_s(4, 8, 2, 1, **kw) == 0
+    times = [PL.expert_parallel_exposed_s(4, 8, 2, e, **kw) for e in (1, 2, 4, 8)]
+    assert times == sorted(times) and len(set(times)) == 4          # more ranks: more of the tokens leave
+
+
+def test_plan_puts_context_and_expert_time_in_the_step():
+    moe = PL.Transformer("tiny moe", layers=2, hidden=8, ffn=16, heads=2, kv_heads=2, vocab=10, seq_len=8,
+                         gated_mlp=False, experts=4, top_k=2)
+    hw = PL.Hardware("toy", flops=1e6, memory=1e9, intra_node=1e3, network=5e2, gpus_per_node=2,
+                     intra_latency=1e-3, network_latency=4e-3)
+    st = PL.Strategy(dp=2, cp=2, ep=2, zero=1, sequence_parallel=False)
+    r = PL.plan(moe, st, batch_sequences=4, hardware=hw, mfu=1.0)
+    assert r.microbatches == 2 and r.bubble == 0
+    # cp = ep = 2 ranks fit in a node of 2: the node's link and latency; 2 layers x 2 micro-batches
+    ring = PL.context_parallel_exposed_s(8, 2, 8, 8, bandwidth=1e3, latency=1e-3, flop_rate=1e6)
+    assert r.context_exposed_s == pytest.approx(sum(ring.values()) * 2 * 2) and r.context_exposed_s > 0
+    a2a = PL.expert_parallel_exposed_s(4, 8, 2, 2, bandwidth=1e3, latency=1e-3)   # 8 tokens / cp 2 per rank
+    assert r.expert_exposed_s == pytest.approx(a2a * 2 * 2) and r.expert_exposed_s > 0
+    assert r.step_with_comm_s == pytest.approx(r.step_s + r.data_exposed_s + r.context_exposed_s
+                                               + r.expert_exposed_s)
+    plain = PL.plan(moe, PL.Strategy(dp=4, zero=1), batch_sequences=4, hardware=hw, mfu=1.0)
+    assert plain.context_exposed_s == plain.expert_exposed_s == 0
+    assert plain.step_with_comm_s == plain.step_with_data_s
+    # a pipeline of 2 stages (1 layer each, m = 4): its bubble stretches them as it stretches the compute
+    piped = PL.plan(moe, PL.Strategy(dp=1, cp=2, pp=2, zero=1, sequence_parallel=False), batch_sequences=4,
+                    hardware=hw, mfu=1.0)
+    assert piped.bubble == pytest.approx(1 / 5)
+    assert piped.context_exposed_s == pytest.approx(sum(ring.values()) * 1 * 4 / (1 - 1 / 5))
+
+
+def test_recommendation_counts_the_all_to_all():
+    """Mixtral at 32k tokens on 512 A100s: expert parallelism wins on the step with data-parallel time only,
+    and loses once its all-to-alls (none hidden, over the network) are in the step."""
+    mixtral = PL.MIXTRAL_8X7B
+    plans = [PL.plan(mixtral, st, 128, mfu=0.4) for st in
+             (PL.Strategy(dp=64, tp=8, zero=1), PL.Strategy(dp=32, tp=8, cp=2, ep=8, zero=1))]
+    tp, ep = plans
+    assert ep.step_with_data_s < tp.step_with_data_s and ep.step_with_comm_s > tp.step_with_comm_s
+    assert PL.recommend(plans)[0] is tp
+    assert ep.context_exposed_s == 0 < ep.expert_exposed_s                 # the ring hides behind attention
+
+
+def test_hsdp_bytes_and_memory_by_hand():
+    P = 1000.0
+    # 8 ranks in groups of 2: reduce-scatter in the group 1/2 x 4P, all-reduce of the P/2 shard over 4 groups
+    # 2 x 3/4 x 4 P/2; ZeRO-3's two all-gathers in the group 2 x 1/2 x 2P
+    assert PL.data_parallel_bytes(P, 8, 3, shard=2) == (2000 + 3000, 2000)
+    assert PL.data_parallel_bytes(P, 8, 3, shard=8) == PL.data_parallel_bytes(P, 8, 3)   # one group: FSDP
+    assert PL.data_parallel_bytes(P, 8, 3, param_dtype="fp32", reshard_after_forward=False)[1] == 7 / 8 * 4 * P
+    with pytest.raises(ValueError):
+        PL.data_parallel_bytes(P, 8, 3, shard=3)
+    hw = PL.Hardware("toy", flops=1e6, memory=1e9, intra_node=1e4, network=1e3, gpus_per_node=2)
+    hsdp = PL.plan(TINY, PL.Strategy(dp=8, zero=3, shard=2), batch_sequences=8, hardware=hw, mfu=1.0)
+    fsdp = PL.plan(TINY, PL.Strategy(dp=8, zero=3), batch_sequences=8, hardware=hw, mfu=1.0)
+    assert hsdp.memory.model_state == pytest.approx((2 + 4 + 12) * TINY.params / 2)    # sharded over 2, not 8
+    assert fsdp.memory.model_state == pytest.approx((2 + 4 + 12) * TINY.params / 8)
+    grads, params = PL.data_parallel_bytes(TINY.params, 8, 3, shard=2)
+    in_group = 1 / 2 * 4 * TINY.params                                    # the group of 2 is inside a node
+    assert hsdp.comm_s["data"] == pytest.approx(in_group / 1e4 + (grads - in_group) / 1e3 + params / 1e4)
+    assert "HSDP" in hsdp.strategy.label()
+    assert not PL.plan(TINY, PL.Strategy(dp=8, zero=3, shard=3), batch_sequences=8).feasible

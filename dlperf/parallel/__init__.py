@@ -16,11 +16,15 @@ One concept per module:
 * :mod:`dlperf.parallel.planner` -- the arithmetic of choosing a strategy: memory per GPU,
   bytes per step and the pipeline bubble for data, tensor, pipeline, context, expert and sharded
   data parallelism, and the layout it recommends;
+* :mod:`dlperf.parallel.costs` -- the bytes each kind of communication sends (data parallelism and
+  HSDP, ring attention, the all-to-alls) and the seconds ring attention and the all-to-alls add to a
+  step (alpha-beta, with their overlap assumptions), which the planner uses;
 * :mod:`dlperf.parallel.context` -- context parallelism: ring attention on real ranks (contiguous and
   zig-zag layouts, forward and backward), merged with :mod:`dlperf.attention`, its traffic counted;
 * :mod:`dlperf.parallel.experts` -- expert parallelism: a mixture-of-experts layer with top-k routing,
   capacity and dropped tokens, all-to-all dispatch and combine on real ranks;
-* :mod:`dlperf.parallel.mesh` -- composing on a 2-D ``DeviceMesh``: FSDP2 with tensor parallelism, and HSDP.
+* :mod:`dlperf.parallel.mesh` -- composing on a 2-D ``DeviceMesh``: FSDP2 with tensor parallelism, and HSDP,
+  the model state each rank holds and the collectives of a step, beside the planner's figures.
 
 Nothing is imported here: ``import dlperf.parallel.tensor`` loads only what it needs.
 """

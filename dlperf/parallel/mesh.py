@@ -25,9 +25,11 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from . import planner as PL
 from .tensor import make_mlp
 
-__all__ = ["batch", "chapter_worker", "hsdp_worker", "preload", "train_reference", "train_worker"]
+__all__ = ["GROUPS", "LAYOUTS", "batch", "chapter_worker", "hsdp_worker", "planned", "planner_rows", "preload",
+           "ring_bytes", "state_on_rank", "train_reference", "train_worker"]
 
 
 def preload() -> None:
@@ -62,16 +64,65 @@ def train_reference(hidden: int, ffn: int, tokens: int, steps: int, seed: int = 
     return {n: p.detach().clone() for n, p in model.named_parameters()}
 
 
+def state_on_rank(model: torch.nn.Module, opt: torch.optim.Optimizer) -> dict[str, int]:
+    """Bytes of the model state this rank holds, read from its own tensors after a step.
+
+    ``params``, ``grads``: the local shards (``DTensor.to_local()``) of the parameters and of their
+    gradients; ``optimizer``: the optimizer's state tensors with a parameter's shape (AdamW's two
+    moments, local shards too); ``step counters``: its scalar ``step`` tensors, one per parameter
+    tensor whatever its size.  ``params padded``: the storage behind the local parameter shards:
+    FSDP2 shards dimension 0 in chunks of ``ceil(rows / n)`` and pads the last ranks' chunks to that
+    size, so this exceeds ``params`` when a sharded dimension does not divide by ``n``.
+    """
+    from torch.distributed.tensor import DTensor
+
+    def local(t: torch.Tensor) -> torch.Tensor:
+        return t.to_local() if isinstance(t, DTensor) else t
+
+    def size(t: torch.Tensor) -> int:
+        return local(t).numel() * local(t).element_size()
+
+    params = list(model.parameters())
+    held = {"params": sum(size(p) for p in params),
+            "grads": sum(size(p.grad) for p in params if p.grad is not None),
+            "optimizer": 0, "step counters": 0,
+            "params padded": sum(local(p).untyped_storage().nbytes() for p in params)}
+    for p in params:
+        for name, value in opt.state[p].items():
+            if isinstance(value, torch.Tensor):
+                held["step counters" if name == "step" else "optimizer"] += size(value)
+    return held
+
+
+def _results(model: torch.nn.Module, opt: torch.optim.Optimizer, step: Any, steps: int,
+             coords: tuple[int, ...]) -> dict[str, Any]:
+    """Run the last step under the profiler and collect what a rank reports: parameters (whole,
+    ``full_tensor()``), placements and local shapes of each, :func:`state_on_rank`, and the
+    process-group operations of that step, by kind and, in order, as ``(kind, bytes of the whole
+    tensor)`` (:class:`dlperf.trace.Collective`)."""
+    from ..trace import record
+
+    seen = record(step, steps - 1, warmup=0, shapes=True).collectives()
+    return {
+        "rank": dist.get_rank(), "coords": coords,
+        "params": {n: p.full_tensor().detach().clone() for n, p in model.named_parameters()},
+        "placements": {n: str(p.placements) for n, p in model.named_parameters()},
+        "local_shapes": {n: tuple(p.to_local().shape) for n, p in model.named_parameters()},
+        "state": state_on_rank(model, opt),
+        "collectives": dict(Counter(c.kind for c in seen)),
+        "collective_bytes": [(c.kind, c.nbytes) for c in seen],
+    }
+
+
 def train_worker(hidden: int, ffn: int, tokens: int, steps: int, seed: int = 0) -> dict[str, Any]:
     """One rank of the ``2 x 2`` mesh: TP inside a row, FSDP2 down a column; ``steps`` AdamW steps.
 
-    Returns the trained parameters (whole, ``full_tensor()``), each weight's placements and local
-    shape, and the process-group operations ``torch.profiler`` saw in the last step, by kind."""
+    Returns what :func:`_results` collects: the trained parameters, placements and local shapes, the
+    model state this rank holds (:func:`state_on_rank`) and the collectives of the last step."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
-    from ..trace import record
 
     # FSDP2 warns that the root returns a view (harmless here: nothing writes to it in place), and
     # full_tensor() of a parameter sharded twice along dim 0 logs that it needs two all-gathers.
@@ -94,14 +145,7 @@ def train_worker(hidden: int, ffn: int, tokens: int, steps: int, seed: int = 0) 
 
     for i in range(steps - 1):
         step(i)
-    seen = record(step, steps - 1, warmup=0, shapes=True).collectives()
-    return {
-        "rank": dist.get_rank(), "coords": (dp, mesh["tp"].get_local_rank()),
-        "params": {n: p.full_tensor().detach().clone() for n, p in model.named_parameters()},
-        "placements": {n: str(p.placements) for n, p in model.named_parameters()},
-        "local_shapes": {n: tuple(p.to_local().shape) for n, p in model.named_parameters()},
-        "collectives": dict(Counter(c.kind for c in seen)),
-    }
+    return _results(model, opt, step, steps, (dp, mesh["tp"].get_local_rank()))
 
 
 def hsdp_worker(hidden: int, ffn: int, tokens: int, steps: int, seed: int = 0) -> dict[str, Any]:
@@ -113,7 +157,6 @@ def hsdp_worker(hidden: int, ffn: int, tokens: int, steps: int, seed: int = 0) -
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
-    from ..trace import record
 
     warnings.filterwarnings("ignore", message=".*view tensor.*")
     logging.getLogger("torch.distributed.tensor._redistribute").setLevel(logging.ERROR)
@@ -132,17 +175,69 @@ def hsdp_worker(hidden: int, ffn: int, tokens: int, steps: int, seed: int = 0) -
 
     for i in range(steps - 1):
         step(i)
-    seen = record(step, steps - 1, warmup=0, shapes=True).collectives()
-    return {
-        "rank": rank, "coords": tuple(int(c) for c in mesh.get_coordinate()),
-        "params": {n: p.full_tensor().detach().clone() for n, p in model.named_parameters()},
-        "placements": {n: str(p.placements) for n, p in model.named_parameters()},
-        "local_shapes": {n: tuple(p.to_local().shape) for n, p in model.named_parameters()},
-        "collectives": dict(Counter(c.kind for c in seen)),
-    }
+    return _results(model, opt, step, steps, tuple(int(c) for c in mesh.get_coordinate()))
 
 
 def chapter_worker(hidden: int, ffn: int, tokens: int, steps: int, seed: int = 0) -> dict[str, Any]:
     """Both meshes in one process group: ``{"tp_fsdp": train_worker(...), "hsdp": hsdp_worker(...)}``."""
     return {"tp_fsdp": train_worker(hidden, ffn, tokens, steps, seed),
             "hsdp": hsdp_worker(hidden, ffn, tokens, steps, seed)}
+
+
+# --------------------------------------------------------------------------------------------
+# The planner's view of the same runs
+# --------------------------------------------------------------------------------------------
+
+#: The two layouts as :class:`dlperf.parallel.planner.Strategy`: FSDP2 (ZeRO-3) over 2 ``dp`` ranks x TP 2;
+#: HSDP, ZeRO-3 inside groups of 2 of the 4 ranks.  Both keep float32 weights and gradients.
+LAYOUTS = {"tp_fsdp": PL.Strategy(dp=2, tp=2, zero=3), "hsdp": PL.Strategy(dp=4, zero=3, shard=2)}
+
+#: The process group each collective of a step runs on, by layout and kind (its number of ranks).
+GROUPS = {"tp_fsdp": {"all-gather": 2, "reduce-scatter": 2, "all-reduce": 2},
+          "hsdp": {"all-gather": 2, "reduce-scatter": 2, "all-reduce": 2}}
+
+
+def planned(layout: str, hidden: int, ffn: int) -> tuple[Any, tuple[float, float]]:
+    """What the planner says one rank of ``layout`` holds and sends for :func:`make_mlp` ``(hidden, ffn)``.
+
+    Megatron's split: the first weight and bias column-parallel and the second weight row-parallel
+    (``2 h f + f`` parameters divided over ``tp``), the second bias replicated (``h``):
+    :func:`~dlperf.parallel.planner.tensor_parallel_params`; then
+    :func:`~dlperf.parallel.planner.rank_state_bytes` in float32 (AdamW: 4 + 4 + 8 bytes per
+    parameter) and :func:`~dlperf.parallel.planner.data_parallel_bytes` with float32 gradients and
+    parameters gathered once per step (FSDP2 does not free a root module's parameters after the
+    forward pass).  Returns ``(MemoryBreakdown, (gradient bytes, parameter bytes))``.
+    """
+    st = LAYOUTS[layout]
+    params = PL.tensor_parallel_params(2 * hidden * ffn + ffn, hidden, st.tp)
+    state = PL.rank_state_bytes(params, st, precision="fp32")
+    sent = PL.data_parallel_bytes(params, st.dp, st.zero, reduce_dtype="fp32", param_dtype="fp32",
+                                  shard=st.shard, reshard_after_forward=False)
+    return state, sent
+
+
+def ring_bytes(collectives: list[tuple[str, int]], groups: dict[str, int]) -> dict[str, float]:
+    """Bytes one rank sends, by kind, for the ``(kind, whole bytes)`` a rank recorded, with ring algorithms on
+    the ``groups[kind]`` ranks: ``(n-1)/n`` of the whole for an all-gather or a reduce-scatter,
+    ``2 (n-1)/n`` for an all-reduce."""
+    sent: dict[str, float] = {}
+    for kind, nbytes in collectives:
+        n = groups[kind]
+        sent[kind] = sent.get(kind, 0.0) + (2 if kind == "all-reduce" else 1) * (n - 1) / n * nbytes
+    return sent
+
+
+def planner_rows(ranks: list[dict[str, Any]], hidden: int, ffn: int) -> list[list[Any]]:
+    """The chapter's table: per layout, what rank 0 held and sent beside what the planner says, in bytes."""
+    rows = []
+    for layout, label in (("tp_fsdp", "FSDP2 x TP"), ("hsdp", "HSDP")):
+        state, (grads, params) = planned(layout, hidden, ffn)
+        held = ranks[0][layout]["state"]
+        for kind in ("params", "grads", "optimizer"):
+            rows.append([label, f"{kind} held", held[kind], f"{getattr(state, kind):g}"])
+        rows.append([label, "Adam's step counters held", held["step counters"], "not counted"])
+        sent = ring_bytes(ranks[0][layout]["collective_bytes"], GROUPS[layout])
+        data = sent["reduce-scatter"] + (sent["all-reduce"] if layout == "hsdp" else 0.0)
+        rows.append([label, "gradients sent (ring)", f"{data:g}", f"{grads:g}"])
+        rows.append([label, "parameters sent (ring)", f"{sent['all-gather']:g}", f"{params:g}"])
+    return rows

@@ -35,6 +35,11 @@ stage (the first: it also holds the token embedding):
   micro-batch (the others accumulate, as under DDP's ``no_sync``), so only that backward pass
   (``4P`` of the ``6P`` FLOPs per token, ``6P`` of ``8P`` with full recomputation) can hide their
   reduction; ZeRO's parameter all-gather, after the optimizer step, is counted as not hidden.
+  :attr:`Plan.context_exposed_s` is ring attention's messages beyond what the attention work of the
+  same ring step hides (:func:`context_parallel_exposed_s`), :attr:`Plan.expert_exposed_s` the
+  all-to-alls, none hidden (:func:`expert_parallel_exposed_s`), both alpha-beta on the link the
+  layout puts them on and stretched by the bubble like the compute; :attr:`Plan.step_with_comm_s`
+  adds all three to ``step_s``.  Tensor parallelism's all-reduces are left inside the utilisation.
 
 The token embedding and the output projection are split over the ``t`` tensor-parallel ranks (a
 vocabulary-parallel embedding and a vocabulary-parallel loss, as Megatron-LM does and as PyTorch's
@@ -45,6 +50,8 @@ vocabulary-parallel embedding and a vocabulary-parallel loss, as Megatron-LM doe
 ``c``; the K/V blocks travel the ring, :func:`context_parallel_bytes` per layer and micro-batch
 (``c - 1`` blocks forward, ``2c - 1`` backward); the weights are replicated over the ``c`` ranks,
 whose gradients join the data-parallel reduction (over ``d c`` ranks, as Megatron-Core does).
+**HSDP** (``shard``): ZeRO inside groups of ``shard`` ranks, replicated across groups
+(:func:`data_parallel_bytes`); the groups' collectives use the node's links when they fit in it.
 **Expert parallelism** (``ep``, :mod:`dlperf.parallel.experts`): a mixture-of-experts model's
 ``E`` experts per layer are split over ``ep`` of the ``d c`` data x context ranks; each rank sends
 :func:`expert_parallel_bytes` per MoE layer and micro-batch (dispatch and combine, and both again
@@ -67,23 +74,30 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..memory import MemoryBreakdown, model_state_bytes
+from .costs import (REDUCE_BYTES, context_parallel_bytes, context_parallel_exposed_s, data_parallel_bytes,
+                    expert_parallel_bytes, expert_parallel_exposed_s)
 
 __all__ = [
     "A100_80GB",
     "LLAMA2_70B",
+    "MIXTRAL_8X7B",
     "TABLE_HEADER",
     "Hardware",
     "Plan",
     "Strategy",
     "Transformer",
-    "MIXTRAL_8X7B",
     "context_parallel_bytes",
+    "context_parallel_exposed_s",
     "data_parallel_bytes",
     "expert_parallel_bytes",
+    "expert_parallel_exposed_s",
     "layer_activation_bytes",
     "plan",
+    "rank_state_bytes",
     "recommend",
     "table",
+    "tensor_parallel_params",
+    "zero_group",
 ]
 
 
@@ -149,7 +163,9 @@ LLAMA2_70B = Transformer("Llama 2 70B", layers=80, hidden=8192, ffn=28672, heads
 
 @dataclass(frozen=True)
 class Hardware:
-    """One GPU: peak 16-bit FLOP/s, memory bytes, bytes/s per direction inside a node and to the network."""
+    """One GPU: peak 16-bit FLOP/s, memory bytes, bytes/s per direction inside a node and to the network, and
+    the latency of one message on each link (the alpha of the alpha-beta model; by default the simulator's
+    illustrative figures, :mod:`dlperf.cluster.topology`: 5 us inside a machine, 20 us between machines)."""
 
     name: str
     flops: float
@@ -157,6 +173,8 @@ class Hardware:
     intra_node: float
     network: float
     gpus_per_node: int
+    intra_latency: float = 5e-6
+    network_latency: float = 2e-5
 
 
 #: NVIDIA A100 80GB SXM (A100 datasheet, 2021): 312 TFLOP/s dense BF16, 80 GB, NVLink 600 GB/s in
@@ -188,6 +206,7 @@ class Strategy:
     cp: int = 1                # context parallelism: the sequence split over cp ranks (ring attention)
     ep: int = 1                # expert parallelism: the experts split over ep of the dp x cp ranks
     virtual: int = 2           # chunks per rank of the "interleaved 1F1B" schedule
+    shard: int = 0             # HSDP: ZeRO shards over groups of `shard` of the dp x cp ranks (0: over all)
 
     @property
     def gpus(self) -> int:
@@ -195,6 +214,8 @@ class Strategy:
 
     def label(self) -> str:
         parts = [f"DP {self.dp}" + (f" (ZeRO-{self.zero})" if self.zero else "")]
+        if self.shard:
+            parts = [f"DP {self.dp} (HSDP: ZeRO-{self.zero} in groups of {self.shard})"]
         if self.tp > 1:
             parts.append(f"TP {self.tp}" + (" + SP" if self.sequence_parallel else ""))
         if self.cp > 1:
@@ -228,54 +249,31 @@ def layer_activation_bytes(seq_len: int, micro_batch: int, hidden: int, heads: i
     return sbh * (10 + 24 / t + core / t)
 
 
-REDUCE_BYTES = {"fp32": 4, "bf16": 2}
+def zero_group(st: Strategy) -> int:
+    """The ranks ZeRO shards the (dense) model state over: ``st.shard`` under HSDP, else all ``dp x cp``."""
+    return st.shard or st.dp * st.cp
 
 
-def context_parallel_bytes(seq_len: int, cp: int, kv_hidden: int, micro_batch: int = 1, *,
-                           element_size: int = 2, recompute: str = "selective") -> dict[str, float]:
-    """Bytes one rank sends per layer and micro-batch for ring attention over ``cp`` ranks.
-
-    A rank holds ``s / c`` tokens; its K and V blocks are ``2 (s/c) b h_kv`` elements (``h_kv``:
-    the key/value width, ``h a_kv / a``, on this tensor-parallel rank).  Forward: the blocks go
-    ``c - 1`` steps around the ring.  Backward: ``c - 1`` again, and the dK/dV accumulators travel
-    with them, ``c`` steps, home at the end: ``2c - 1`` blocks.  Full recomputation runs the forward
-    ring once more.  Nothing travels when ``c = 1``.
-    """
-    block = 2.0 * seq_len / cp * micro_batch * kv_hidden * element_size
-    forward = (cp - 1) * block * (2 if recompute == "full" else 1)
-    return {"forward": forward, "backward": (2 * cp - 1) * block if cp > 1 else 0.0}
+def tensor_parallel_params(split: float, replicated: float, tp: int) -> float:
+    """Parameters one tensor-parallel rank holds: the ``split`` ones (column- and row-parallel weights,
+    the column-parallel bias) divided over ``tp``, the ``replicated`` ones (norms, the row-parallel bias)
+    whole."""
+    return split / tp + replicated
 
 
-def expert_parallel_bytes(tokens: float, hidden: int, top_k: int, ep: int, *, element_size: int = 2,
-                          recompute: str = "selective") -> dict[str, float]:
-    """Bytes one rank sends per MoE layer and micro-batch for its ``tokens`` tokens over ``ep`` ranks.
-
-    Each token's vector goes to its ``k`` experts (dispatch) and their outputs come back (combine):
-    with even routing and nothing dropped, ``(e - 1)/e`` of the ``k T`` vectors of ``h`` elements
-    leave the rank each time.  Backward: the two all-to-alls in reverse, the same bytes; full
-    recomputation dispatches and combines again.  Uneven routing moves more to some ranks.
-    """
-    one = top_k * tokens * hidden * element_size * (ep - 1) / ep
-    return {"dispatch": one, "combine": one, "backward": 2 * one,
-            "recompute": 2 * one if recompute == "full" else 0.0}
-
-
-def data_parallel_bytes(params: float, dp: int, zero: int, *,
-                        reduce_dtype: str = "fp32") -> tuple[float, float]:
-    """Bytes one rank sends per step for data parallelism, ``(gradients, parameters)``; rings.
-
-    Gradients of ``r`` bytes (``reduce_dtype``): an all-reduce, ``2 (d-1)/d r P``, without ZeRO;
-    a reduce-scatter, ``(d-1)/d r P``, with it.  16-bit parameters: none without ZeRO (every
-    replica updates its own copy); an all-gather after the step, ``(d-1)/d 2 P``, with ZeRO-1/2;
-    two (before the forward and the backward), ``2 (d-1)/d 2 P``, with ZeRO-3.  With
-    ``reduce_dtype="bf16"`` the sum is :func:`dlperf.memory.zero_communication_bytes`.
-    """
-    if reduce_dtype not in REDUCE_BYTES:
-        raise ValueError(f"reduce_dtype is one of {sorted(REDUCE_BYTES)}, got {reduce_dtype!r}")
-    share, r, P = (dp - 1) / dp, REDUCE_BYTES[reduce_dtype], float(params)
-    if zero == 0:
-        return 2 * share * r * P, 0.0
-    return share * r * P, (2 if zero == 3 else 1) * share * 2 * P
+def rank_state_bytes(params_gpu: float, st: Strategy, *, group: int | None = None,
+                     precision: str = "mixed") -> MemoryBreakdown:
+    """The model state one rank holds for ``params_gpu`` parameters under ``st``: Adam's
+    (:func:`dlperf.memory.model_state_bytes`: ``"mixed"``, 16-bit weights with float32 master and
+    moments; ``"fp32"``, float32 weights and moments), ZeRO-``st.zero`` over ``group`` ranks
+    (:func:`zero_group` by default).  Under mixed precision the gradients are held as they are
+    reduced, in ``st.reduce_dtype``; in fp32 they are 4 bytes anyway.  :func:`plan` uses this for
+    every rank; the model-parallelism tests compare it with the tensors of ranks on a device mesh."""
+    memory = model_state_bytes(params_gpu, optimizer="adam", precision=precision, stage=st.zero,
+                               n=group or zero_group(st))
+    if precision == "mixed":
+        memory = replace(memory, grads=memory.grads * REDUCE_BYTES.get(st.reduce_dtype, 2) / 2)
+    return memory
 
 
 @dataclass
@@ -297,11 +295,19 @@ class Plan:
     comm_s: dict[str, float] = field(default_factory=dict)
     hardware_memory: float = float("inf")
     data_exposed_s: float = 0.0
+    context_exposed_s: float = 0.0
+    expert_exposed_s: float = 0.0
 
     @property
     def step_with_data_s(self) -> float:
         """``step_s`` plus the data-parallel time the last micro-batch's backward cannot hide."""
         return self.step_s + self.data_exposed_s
+
+    @property
+    def step_with_comm_s(self) -> float:
+        """The step with all the communication the planner counts as not hidden: data parallelism's,
+        ring attention's and expert parallelism's (tensor parallelism's is inside the utilisation)."""
+        return self.step_with_data_s + self.context_exposed_s + self.expert_exposed_s
 
     @property
     def fits(self) -> bool:
@@ -344,6 +350,10 @@ def plan(model: Transformer, strategy: Strategy, batch_sequences: int, hardware:
     if st.ep > 1 and (model.experts % st.ep or (st.dp * st.cp) % st.ep):
         reasons.append(f"{model.experts} experts over {st.ep} of the {st.dp * st.cp} data x context ranks "
                        "do not split evenly")
+    if st.shard and ((st.dp * st.cp) % st.shard or not st.zero or st.ep > 1):
+        reasons.append(f"HSDP needs ZeRO, groups of {st.shard} that divide the {st.dp * st.cp} data x context ranks, "
+                       "and no expert parallelism (not modelled)")
+        st = replace(st, shard=0)
     per_replica = batch_sequences / st.dp
     m = per_replica / st.micro_batch
     if per_replica < 1 or m != int(m):
@@ -377,13 +387,9 @@ def plan(model: Transformer, strategy: Strategy, batch_sequences: int, hardware:
         layer_acts += (model.top_k - 1) * 19 * s * b * h / t
     acts = layers_here * in_flight * layer_acts
     # ZeRO shards the dense weights over the dp x cp ranks that hold them, the experts over dp x cp / ep
-    memory = model_state_bytes(dense_gpu, optimizer="adam", precision="mixed", stage=st.zero, n=st.dp * c,
-                               activations=acts)
-    experts_state = model_state_bytes(expert_gpu, optimizer="adam", precision="mixed", stage=st.zero,
-                                      n=max(1, st.dp * c // st.ep))
-    grad_bytes = REDUCE_BYTES.get(st.reduce_dtype, 2)
-    memory = replace(memory, params=memory.params + experts_state.params, optimizer=memory.optimizer
-                     + experts_state.optimizer, grads=(memory.grads + experts_state.grads) * grad_bytes / 2)
+    experts_group = max(1, zero_group(st) // st.ep)                 # the ranks that hold the same experts
+    memory = (rank_state_bytes(dense_gpu, st) + rank_state_bytes(expert_gpu, st, group=experts_group)
+              + MemoryBreakdown(activations=acts))
 
     act_bytes = 2.0 * s * b * h                                     # one micro-batch's activation, 16-bit
     sent: dict[str, float] = {}
@@ -401,9 +407,11 @@ def plan(model: Transformer, strategy: Strategy, batch_sequences: int, hardware:
     if p > 1:
         chunks = st.virtual if st.schedule == "interleaved 1F1B" else 1
         sent["pipeline"] = 2 * act_bytes / t * m * chunks
-    grads_sent, params_sent = data_parallel_bytes(dense_gpu, st.dp * c, st.zero, reduce_dtype=st.reduce_dtype)
+    grads_sent, params_sent = data_parallel_bytes(dense_gpu, st.dp * c, st.zero, reduce_dtype=st.reduce_dtype,
+                                                  shard=st.shard)
     if expert_gpu:
-        eg, ep_ = data_parallel_bytes(expert_gpu, max(1, st.dp * c // st.ep), st.zero, reduce_dtype=st.reduce_dtype)
+        eg, ep_ = data_parallel_bytes(expert_gpu, max(1, st.dp * c // st.ep), st.zero, reduce_dtype=st.reduce_dtype,
+                                      shard=st.shard)
         grads_sent, params_sent = grads_sent + eg, params_sent + ep_
     if st.dp * c > 1:
         sent["data"] = grads_sent + params_sent
@@ -411,27 +419,50 @@ def plan(model: Transformer, strategy: Strategy, batch_sequences: int, hardware:
     def link(ranks: int) -> float:                                  # inside the node when t x ranks fit in it
         return hardware.intra_node if t * ranks <= hardware.gpus_per_node else hardware.network
 
+    def latency(ranks: int) -> float:
+        return hardware.intra_latency if t * ranks <= hardware.gpus_per_node else hardware.network_latency
+
     links = {"tensor": hardware.intra_node, "pipeline": hardware.network, "data": hardware.network,
              "context": link(c), "expert": link(st.ep)}
     comm_s = {k: v / links[k] for k, v in sent.items()}
+    net = hardware.network
+    # HSDP: a group's reduce-scatter and all-gathers on the group's link, the all-reduce across groups on the network
+    in_group = data_parallel_bytes(dense_gpu + expert_gpu, st.shard, st.zero,
+                                   reduce_dtype=st.reduce_dtype)[0] if st.shard else grads_sent
+    group_link = link(st.shard) if st.shard else net
+    grads_s = in_group / group_link + (grads_sent - in_group) / net
+    params_s = params_sent / group_link
+    if "data" in comm_s:
+        comm_s["data"] = grads_s + params_s
 
     tokens_step = batch_sequences * model.seq_len
     flops = (8 if st.recompute == "full" else 6) * model.active_params * tokens_step / st.gpus
     compute = flops / (hardware.flops * mfu)
     # the backward pass: 4P of the 6P FLOPs per token (6P of 8P with the forward recomputed)
     last_backward = compute / m * (6 / 8 if st.recompute == "full" else 4 / 6)
-    net = hardware.network
-    exposed = max(0.0, grads_sent / net - last_backward) + params_sent / net if st.dp * c > 1 else 0.0
-    return Plan(st, st.gpus, not reasons, "; ".join(reasons), m, params_gpu, memory, bubble, flops, compute,
-                compute / (1 - bubble), sent, comm_s, hardware.memory, exposed)
+    exposed = max(0.0, grads_s - last_backward) + params_s if st.dp * c > 1 else 0.0
+    # ring attention and the all-to-alls: per layer and micro-batch on every stage, so the bubble stretches them
+    per_slot = layers_here * m / (1 - bubble)
+    rate = hardware.flops * mfu
+    context_exposed = expert_exposed = 0.0
+    if c > 1:
+        ring_s = context_parallel_exposed_s(model.seq_len, c, kv_hidden, h, b, tp=t, bandwidth=link(c),
+                                            latency=latency(c), flop_rate=rate, recompute=st.recompute)
+        context_exposed = sum(ring_s.values()) * per_slot
+    if "expert" in sent:
+        expert_exposed = expert_parallel_exposed_s(tokens, h, model.top_k, st.ep, bandwidth=link(st.ep),
+                                                   latency=latency(st.ep), recompute=st.recompute) * per_slot
+    return Plan(strategy, st.gpus, not reasons, "; ".join(reasons), m, params_gpu, memory, bubble, flops, compute,
+                compute / (1 - bubble), sent, comm_s, hardware.memory, exposed, context_exposed, expert_exposed)
 
 
 def recommend(plans: list[Plan]) -> tuple[Plan, str]:
-    """The layout to use among ``plans``, and why: the quickest step (with the data-parallel time not hidden)
-    of those that are possible and fit (equal steps: the one whose traffic takes less time at link speed); if
-    none fits, the one that needs the least memory."""
+    """The layout to use among ``plans``, and why: the quickest step (:attr:`Plan.step_with_comm_s`, with the
+    data-parallel, ring-attention and all-to-all time not hidden) of those that are possible and fit
+    (equal steps: the one whose traffic takes less time at link speed); if none fits, the one that needs
+    the least memory."""
     fitting = sorted((pl for pl in plans if pl.fits),
-                     key=lambda pl: (round(pl.step_with_data_s, 6), sum(pl.comm_s.values())))
+                     key=lambda pl: (round(pl.step_with_comm_s, 6), sum(pl.comm_s.values())))
     GB = 1e9
     if not fitting:
         best = min((pl for pl in plans if pl.feasible), key=lambda pl: pl.memory.total)
@@ -439,24 +470,32 @@ def recommend(plans: list[Plan]) -> tuple[Plan, str]:
                       f"of {best.hardware_memory / GB:.0f}")
     best = fitting[0]
     why = (f"{_name(best.strategy)}: fits ({best.memory.total / GB:.0f} GB of {best.hardware_memory / GB:.0f}), "
-           f"bubble {best.bubble:.3f}, {best.step_with_data_s:.2f} s per step, the quickest of the "
+           f"bubble {best.bubble:.3f}, {best.step_with_comm_s:.2f} s per step, the quickest of the "
            f"{len(fitting)} layouts that fit")
     if len(fitting) > 1:
         runner = fitting[1]
-        longer = 100 * (runner.step_with_data_s / best.step_with_data_s - 1)
+        longer = 100 * (runner.step_with_comm_s / best.step_with_comm_s - 1)
         why += (f"; next, {_name(runner.strategy)}, " + (f"takes {longer:.1f}% longer" if longer >= 0.05 else
                 "is as quick, but its traffic takes longer at link speed"))
     return best, why
 
 
 TABLE_HEADER = ["layout", "GPUs", "micro-batches", "model state GB", "activations GB", "on the GPU", "bubble",
-                "step time; bytes sent per GPU (time at link speed)", "step + data-parallel time not hidden"]
+                "step time; bytes sent per GPU (time at link speed)",
+                "step + communication not hidden (data, context, expert)"]
 
 
 def _name(st: Strategy) -> str:
     """The layout's label with what it leaves out: recomputation other than selective, micro-batches of more."""
     name = st.label() + ("" if st.recompute == "selective" else f", {st.recompute} recompute")
     return name + (f", micro-batch {st.micro_batch}" if st.micro_batch > 1 else "")
+
+
+def _with_comm(pl: Plan) -> str:
+    """The last column: the step with what is not hidden, and its parts where there is more than one."""
+    parts = {"data": pl.data_exposed_s, "context": pl.context_exposed_s, "expert": pl.expert_exposed_s}
+    shown = [f"{k} {v:.2f}" for k, v in parts.items() if v > 0]
+    return f"{pl.step_with_comm_s:.2f} s" + (f" ({', '.join(shown)})" if len(shown) > 1 else "")
 
 
 def table(plans: list[Plan]) -> list[list[Any]]:
@@ -471,5 +510,5 @@ def table(plans: list[Plan]) -> list[list[Any]]:
         rows.append([name, pl.gpus, pl.microbatches, f"{pl.memory.model_state / GB:.1f}",
                      f"{pl.memory.activations / GB:.1f}",
                      ("fits" if pl.fits else "too large") + f" ({pl.memory.total / GB:.0f} GB)",
-                     f"{pl.bubble:.3f}", f"{pl.step_s:.2f} s; {comm}", f"{pl.step_with_data_s:.2f} s"])
+                     f"{pl.bubble:.3f}", f"{pl.step_s:.2f} s; {comm}", _with_comm(pl)])
     return rows
