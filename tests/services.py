@@ -290,8 +290,10 @@ def _fake_gpu_files(n: int) -> list[str]:
 
 
 def slurm_up(root: Path | str = DEFAULT_DIR / "slurm", partition: str = "grading", gpus: int = 2,
-             timeout: float = 90) -> Slurm:
-    """A one-node Slurm in ``root`` (reused when already up there), ready when ``sinfo`` says idle."""
+             timeout: float = 90, oversubscribe: int = 0) -> Slurm:
+    """A one-node Slurm in ``root`` (reused when already up there), ready when ``sinfo`` says idle.
+    ``oversubscribe=N``: N jobs share a CPU (a class's servers and graders on 2 cores), ``root`` mode 0711
+    so that other local users (a hub's students) reach Slurm; GPUs and the munge key are never shared."""
     root = Path(root)
     state = _read_state(root)
     if state and all(_alive(p) for p in state["pids"].values()):
@@ -304,7 +306,7 @@ def slurm_up(root: Path | str = DEFAULT_DIR / "slurm", partition: str = "grading
     t0 = time.monotonic()
     for sub in ("etc", "munge", "state", "spool", "log", "run"):
         (root / sub).mkdir(parents=True, exist_ok=True)
-    root.chmod(0o700)
+    root.chmod(0o711 if oversubscribe else 0o700)   # 0711: other local users (students) reach Slurm
     (root / "munge").chmod(0o755)        # munged wants its socket directory searchable by all
     key = root / "munge" / "munge.key"
     key.write_bytes(secrets.token_bytes(1024))
@@ -323,6 +325,7 @@ def slurm_up(root: Path | str = DEFAULT_DIR / "slurm", partition: str = "grading
         slurmd_port = free_port()
     host = socket.gethostname().split(".")[0]
     conf = root / "etc" / "slurm.conf"
+    share = f" OverSubscribe=FORCE:{oversubscribe}" if oversubscribe else ""
     conf.write_text(f"""\
 # written by tests/services.py: a private one-node Slurm (fake GPUs)
 ClusterName=dlperf
@@ -356,7 +359,7 @@ SlurmdTimeout=30
 MinJobAge=30
 GresTypes=gpu
 NodeName=localhost NodeAddr=127.0.0.1 NodeHostname=localhost CPUs={cpus} {layout} RealMemory={memory} Gres=gpu:{gpus} State=UNKNOWN
-PartitionName={partition} Nodes=localhost Default=YES MaxTime=INFINITE State=UP
+PartitionName={partition} Nodes=localhost Default=YES MaxTime=INFINITE State=UP{share}
 """)
     (root / "etc" / "gres.conf").write_text(
         "AutoDetect=off\n" + "".join(f"NodeName=localhost Name=gpu File={f}\n" for f in files))

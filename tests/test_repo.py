@@ -119,8 +119,6 @@ def test_no_import_cycle_between_the_modules_of_the_library_and_the_autograder()
 # Files over the project's ~600 lines, each with the reason it stays whole (issue 32); a file that grows past the
 # line without one, or one listed here that no longer needs its reason, fails.
 LONG_FILES = {
-    "tests/test_student_path.py": "one story in numbered steps (release, JupyterLab, submit, collect, grade, feedback) "
-                                  "that share one module-scoped course; split, its steps could run apart",
     "dlperf/grading/probes/compile_clean.py": "everything of the exercise that runs beside the student's code, in one "
                                               "file whose docstring says what a student could do to it",
     "dlperf/grading/probes/no_sync_loop.py": "everything of the exercise that runs beside the student's code, in one "
