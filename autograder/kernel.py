@@ -166,7 +166,8 @@ def _kernel_manager(sandbox: Sandbox, workdir: Path, env: Mapping[str, str], nam
             process = warm.start(self.inner[module + 1:])
             provisioner.process = process
             provisioner.pid = process.pid
-            provisioner.pgid = process.pid      # a session (and process group) of its own
+            # a session (and process group) of its own; a served kernel's signals go through its server
+            provisioner.pgid = getattr(process, "pgid", process.pid)
             provisioner.cwd = str(cwd)
             self._reconcile_connection_info(provisioner.connection_info)
 

@@ -19,6 +19,11 @@ a fork of its own; the warm kernel keeps its own assignment's imports (the stude
 only what its own setup cells import), and the spare slot is started for the assignment the worker
 will most likely grade next (``next_preload``, the engine's guess).  Each sandboxed process gets
 its share of the worker's cores as its compute threads (``OMP_NUM_THREADS``).
+On a CPU worker with the sandbox, the kernel itself is **served**
+(:mod:`autograder.kernel_serve`): a slot is then a folder in the sandbox of the
+worker's kernel server, which forks the submission's kernel in namespaces of its
+own, so torch is imported for the kernels once per worker too (``DLPERF_KERNEL_SERVER=0``,
+a GPU runner, or a machine without user namespaces: a warm kernel per slot, as above).
 Separate sandboxes have separate memory and process limits: a fork bomb or a
 memory hog in the kernel cannot starve the hidden checks, and the other way
 round.
@@ -43,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from .kernel import WarmKernel
+from .kernel_serve import KernelServer, Served
 from .sandbox import Limits, Sandbox
 
 REPO = Path(__file__).resolve().parents[1]
@@ -181,6 +187,24 @@ def _sandbox(settings: Any, folder: Path, gpu_devices: str | None, name: str) ->
     return box
 
 
+def _kernel_env(box: Sandbox, threads: int) -> dict[str, str]:
+    """The student's kernel's environment: what nbgrader's autograde sets, the library importable."""
+    return {**box.base_env(), "PYTHONPATH": str(REPO), "NBGRADER_EXECUTION": "autograde", **thread_env(threads)}
+
+
+def _new_kernel_server(settings: Any, gpu: str | None, preload: tuple[str, ...], threads: int) -> KernelServer:
+    """A kernel server (:mod:`autograder.kernel_serve`) in a sandbox and a folder of its own, warming up."""
+    root = Path(tempfile.mkdtemp(prefix=f"dlperf-kernels-{os.getpid()}-{next(_numbers)}-"))
+    (root / "b").mkdir()
+    box = _sandbox(settings, root / "b", gpu, "kernel")
+    try:
+        return KernelServer(box, root, _kernel_env(box, threads), preload)
+    except BaseException:
+        box.__exit__(None, None, None)
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+
+
 class CheckServer:
     """The check run of a worker, in a sandbox and a folder of its own, kept from one submission to the next.
 
@@ -229,22 +253,33 @@ class Slot:
     """
 
     def __init__(self, settings: Any, gpu_devices: str | None, preload: tuple[str, ...] | None = None,
-                 threads: int = 0):
-        self.workdir = Path(tempfile.mkdtemp(prefix=f"dlperf-sub-{os.getpid()}-{next(_numbers)}-"))
+                 threads: int = 0, kernels: KernelServer | None = None):
         self.settings = settings
-        folder = self.workdir / "kernel"
-        folder.mkdir()
-        self.kernel_box = _sandbox(settings, folder, gpu_devices, "kernel")
-        # The student's kernel: what nbgrader's autograde sets, in the folder the submission's files go to.
-        self.env = {**self.kernel_box.base_env(), "PYTHONPATH": str(REPO), "NBGRADER_EXECUTION": "autograde",
-                    **thread_env(threads)}
-        self.cwd = self.workdir / "kernel" / "home"
-        self.cwd.mkdir()
+        self.kernels = kernels
+        self._kernels_key = (settings, gpu_devices, preload, threads)
         self.server: CheckServer | None = None
         self._server_key: tuple[Any, ...] | None = None
         self.check_box: Sandbox | None = None
         self.checks: CheckRun | None = None
-        self.warm: WarmKernel | None = None
+        self.warm: WarmKernel | Served | None = None
+        if kernels is not None:
+            # The worker's kernel server: a folder in its kept sandbox, the kernel forked when the notebook runs.
+            self.workdir = kernels.folder_for()
+            (self.workdir / "kernel").mkdir()
+            self.kernel_box = kernels.box
+            self.env = kernels.env
+            self.cwd = self.workdir / "kernel" / "home"
+            self.cwd.mkdir()
+            self.warm = Served(kernels, self.workdir, self.cwd)
+            return
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"dlperf-sub-{os.getpid()}-{next(_numbers)}-"))
+        folder = self.workdir / "kernel"
+        folder.mkdir()
+        self.kernel_box = _sandbox(settings, folder, gpu_devices, "kernel")
+        # The student's kernel: what nbgrader's autograde sets, in the folder the submission's files go to.
+        self.env = _kernel_env(self.kernel_box, threads)
+        self.cwd = self.workdir / "kernel" / "home"
+        self.cwd.mkdir()
         if preload is not None:
             self.warm = WarmKernel(self.kernel_box, self.workdir / "kernel", self.cwd, self.env, preload)
 
@@ -267,9 +302,12 @@ class Slot:
             if self.warm is not None:
                 self.warm.close()
         finally:
-            self.kernel_box.__exit__(None, None, None)
-            if not os.environ.get("DLPERF_KEEP_SANDBOX"):
-                shutil.rmtree(self.workdir, ignore_errors=True)
+            if self.kernels is not None:
+                _give_back_kernels(self.kernels, self._kernels_key)
+            else:
+                self.kernel_box.__exit__(None, None, None)
+                if not os.environ.get("DLPERF_KEEP_SANDBOX"):
+                    shutil.rmtree(self.workdir, ignore_errors=True)
             if self.server is not None:
                 _give_back(self.server, self._server_key)
                 self.server = self.checks = self.check_box = None
@@ -279,6 +317,10 @@ _numbers = itertools.count()
 _spare: dict[tuple[Any, ...], Slot] = {}
 _servers: dict[tuple[Any, ...], CheckServer] = {}
 _warming: list[concurrent.futures.Future[None]] = []
+_kernel_servers: dict[tuple[Any, ...], KernelServer] = {}   # idle, by (settings, gpu, preload, threads)
+_kernels_in_use: dict[tuple[Any, ...], int] = {}
+_not_served: list[str] = []          # why kernels cannot be served here (found once, then warm kernels)
+KEPT_KERNEL_SERVERS = 2              # idle ones per worker: the kind it grades now and the next
 _lock = threading.Lock()
 _swept = False
 # Spare slots and check runs are started from this one long-lived thread.  bwrap's --die-with-parent is the kernel's
@@ -313,7 +355,7 @@ def take_slot(settings: Any, gpu: str | None, prewarm: bool, checks: bool = True
     server_key = (settings, gpu, preload or () if check_preload is None else check_preload, threads)
     # Taken in the launcher's thread, after what it was asked to start before (a warm-up, the previous
     # submission's spare): a spare still being made is waited for rather than started twice.
-    slot = _launcher.submit(_spare_or_new, key).result()
+    slot = _launcher.submit(_slot_for, key).result()
     if checks:
         try:
             server = _launcher.submit(_server_or_new, server_key).result()
@@ -325,13 +367,7 @@ def take_slot(settings: Any, gpu: str | None, prewarm: bool, checks: bool = True
         spare_key = key if next_preload is None else (settings, gpu, next_preload, threads)
 
         def make() -> None:
-            spare = Slot(settings, gpu, spare_key[2], threads)
-            with _lock:
-                old = list(_spare.values())       # one spare per worker: the kind it will grade next
-                _spare.clear()
-                _spare[spare_key] = spare
-            for stale in old:
-                stale.close()
+            _make_spare(spare_key)
             if checks and not settings.sandbox:
                 _give_back(CheckServer(settings, gpu, server_key[2], threads), server_key)   # one job each
         _track(_launcher.submit(make))
@@ -349,11 +385,82 @@ def _sweep_once() -> None:
         sweep_stale_folders()
 
 
-def _spare_or_new(key: tuple[Any, ...]) -> Slot:
-    """The spare slot of ``key`` (settings, gpu, preload, threads), else a new one (in the launcher's thread)."""
+def _served(key: tuple[Any, ...]) -> bool:
+    """Whether submissions of ``key`` get their kernel from a kernel server: with the sandbox, a warm
+    kernel asked for, no GPU (a served kernel's user namespace has not been tried with CUDA yet: a GPU
+    runner keeps a warm kernel per submission), and namespaces possible here (``DLPERF_KERNEL_SERVER=0``:
+    warm kernels always)."""
+    settings, gpu, preload, _ = key
+    return (bool(settings.sandbox) and preload is not None and gpu is None and not _not_served
+            and os.environ.get("DLPERF_KERNEL_SERVER", "1") != "0")
+
+
+def _slot_for(key: tuple[Any, ...]) -> Slot:
+    """In the launcher's thread: a slot on the kernel server of ``key`` (settings, gpu, preload, threads)
+    where kernels are served, else the spare slot of ``key``, else a new one."""
+    if _served(key):
+        with _lock:
+            server = _kernel_servers.pop(key, None)
+        if server is not None and server.process.poll() is not None:
+            server.close()        # it died while it waited (killed from outside)
+            server = None
+        try:
+            if server is None:
+                server = _new_kernel_server(*key)
+            isolated = server.isolated()
+        except Exception:  # noqa: BLE001 - the server did not start: this submission gets a warm kernel
+            isolated = None
+        if isolated:
+            with _lock:
+                _kernels_in_use[key] = _kernels_in_use.get(key, 0) + 1
+            return Slot(*key, kernels=server)
+        if isolated is False:
+            _not_served.append(str((server.info or {}).get("why", "")))
+        if server is not None:
+            server.close()
     with _lock:
         slot = _spare.pop(key, None)
     return slot if slot is not None else Slot(*key)
+
+
+def _make_spare(key: tuple[Any, ...]) -> None:
+    """In the launcher's thread: what the next submission of ``key`` will take, started now -- a kernel
+    server (unless one is kept or in use for ``key``), else a spare slot (one per worker)."""
+    if _served(key):
+        with _lock:
+            have = key in _kernel_servers or _kernels_in_use.get(key, 0) > 0
+        if not have:
+            _keep_kernel_server(key, _new_kernel_server(*key))
+        return
+    spare = Slot(*key)
+    with _lock:
+        old = list(_spare.values())       # one spare per worker: the kind it will grade next
+        _spare.clear()
+        _spare[key] = spare
+    for stale in old:
+        stale.close()
+
+
+def _keep_kernel_server(key: tuple[Any, ...], server: KernelServer) -> None:
+    """Keep ``server`` idle for the next submission of ``key``; at most :data:`KEPT_KERNEL_SERVERS` kept."""
+    with _lock:
+        old = [_kernel_servers.pop(key)] if key in _kernel_servers else []
+        _kernel_servers[key] = server
+        while len(_kernel_servers) > KEPT_KERNEL_SERVERS:
+            old.append(_kernel_servers.pop(next(iter(_kernel_servers))))
+    for stale in old:
+        stale.close()
+
+
+def _give_back_kernels(server: KernelServer, key: tuple[Any, ...]) -> None:
+    """After a submission: keep its kernel server if it can serve again, else close it and start another."""
+    with _lock:
+        _kernels_in_use[key] = max(0, _kernels_in_use.get(key, 0) - 1)
+    if server.reusable():
+        _keep_kernel_server(key, server)
+        return
+    server.close()
+    _track(_launcher.submit(_make_spare, key))
 
 
 def _server_or_new(key: tuple[Any, ...]) -> CheckServer:
@@ -380,13 +487,7 @@ def warm(settings: Any, gpu: str | None, checks: bool, preload: tuple[str, ...] 
             have_slot = key in _spare
             have_server = server_key in _servers
         if not have_slot:
-            spare = Slot(*key)
-            with _lock:
-                old = list(_spare.values())
-                _spare.clear()
-                _spare[key] = spare
-            for stale in old:
-                stale.close()
+            _make_spare(key)
         if checks and not have_server:
             _give_back(CheckServer(*server_key), server_key)
 
@@ -426,7 +527,11 @@ def release_spares() -> None:
         _spare.clear()
         servers = list(_servers.values())
         _servers.clear()
+        kernel_servers = list(_kernel_servers.values())
+        _kernel_servers.clear()
     for slot in slots:
         slot.close()
     for server in servers:
         server.close()
+    for kernels in kernel_servers:
+        kernels.close()

@@ -12,6 +12,9 @@ while the previous submission runs, not by this one.
 A module that fails to import is skipped: the notebook's own ``import`` will
 report the error where the student sees it.  Nothing is bound in the kernel's
 namespace (the modules are only in ``sys.modules``).
+
+With ``--serve`` it stays for the worker's next submissions and forks each one's kernel
+(:mod:`autograder.kernel_serve`), so torch is imported once per worker, not once per submission.
 """
 
 from __future__ import annotations
@@ -42,14 +45,23 @@ def imports(setup_imports: tuple[str, ...], trusted: bool) -> tuple[str, ...]:
     return tuple(setup_imports)
 
 
-def main(argv: list[str]) -> int:
-    from ipykernel import kernelapp
-
-    for name in argv:
+def _preload(names: list[str]) -> None:
+    for name in names:
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001, S110 - the notebook's own import reports it
             pass
+
+
+def main(argv: list[str]) -> int:
+    from ipykernel import kernelapp
+
+    if argv[:1] == ["--serve"]:
+        from .kernel_serve import serve
+
+        _preload(argv[1:])
+        return serve(_name)
+    _preload(argv)
     line = sys.stdin.readline()
     if not line:
         return 0            # the slot was closed before a submission came

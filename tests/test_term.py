@@ -158,22 +158,39 @@ def _out(reply: dict) -> str:
     return "".join(o.get("text", "") for o in reply["tests"][""]["t"]["outputs"]).strip()
 
 
+def _warm(key: tuple) -> object:
+    """What the worker keeps warm for a submission of ``key``: its kernel server where kernels are served,
+    else its spare slot."""
+    with slots._lock:
+        return slots._kernel_servers.get(key) or slots._spare.get(key)
+
+
+def _kept() -> list:
+    with slots._lock:
+        return [*slots._kernel_servers, *slots._spare]
+
+
+@pytest.mark.parametrize("served", ["served", "warm kernels"])
 @pytest.mark.usefixtures("bubblewrap")
 def test_a_worker_warms_up_then_one_check_run_serves_two_assignments_and_the_spare_is_the_next_ones(
-) -> None:
+        served: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DLPERF_KERNEL_SERVER", "1" if served == "served" else "0")
     union = ("colorsys", "wave")      # two modules nothing else here imports
+    first_key, next_key = (SETTINGS, None, ("colorsys",), 1), (SETTINGS, None, ("wave",), 1)
     try:
         # the worker warms up before its first job comes (the engine asks while it reads the assignments)
         slots.warm(SETTINGS, None, True, ("colorsys",), 1, check_preload=union)
         with slots._lock:
             warming = list(slots._warming)
         concurrent.futures.wait(warming, timeout=120)
-        warm_slot = slots._spare[(SETTINGS, None, ("colorsys",), 1)]
+        warm_kernel = _warm(first_key)
+        assert warm_kernel is not None
         warm_server = slots._servers[(SETTINGS, None, union, 1)]
         first = slots.take_slot(SETTINGS, None, prewarm=True, checks=True, preload=("colorsys",), threads=1,
                                 check_preload=union, next_preload=("wave",))
+        assert (first.kernels is not None) == (served == "served")
         server = first.server
-        assert first is warm_slot and server is warm_server and server.run.jobs == 0
+        assert (first.kernels or first) is warm_kernel and server is warm_server and server.run.jobs == 0
         first.checks.ready(120)
         reply = first.checks.run(_job("import sys\nprint({'colorsys', 'wave'} <= set(sys.modules))"), timeout=60)
         assert reply["done"] and _out(reply) == "True"     # the check run imported the union
@@ -181,12 +198,14 @@ def test_a_worker_warms_up_then_one_check_run_serves_two_assignments_and_the_spa
         with slots._lock:
             warming = list(slots._warming)
         concurrent.futures.wait(warming, timeout=120)
-        # the spare kernel is the next assignment's (its own imports), and there is only that one
-        assert list(slots._spare) == [(SETTINGS, None, ("wave",), 1)]
-        spare = slots._spare[(SETTINGS, None, ("wave",), 1)]
+        # the next assignment's kernel (its own imports) is warm; a spare slot is the only one kept, a
+        # kernel server is kept beside the one just used
+        spare = _warm(next_key)
+        assert spare is not None
+        assert sorted(_kept()) == sorted([first_key, next_key] if served == "served" else [next_key])
         second = slots.take_slot(SETTINGS, None, prewarm=False, checks=True, preload=("wave",), threads=1,
                                  check_preload=union)
-        assert second is spare                       # warm: no sandbox to wait for
+        assert (second.kernels or second) is spare   # warm: no sandbox to wait for
         assert second.server is server               # the same warm check run ...
         second.checks.ready(60)
         reply = second.checks.run(_job("print(globals().get('x', 'fresh'))\nx = 2"), timeout=60)
@@ -199,7 +218,7 @@ def test_a_worker_warms_up_then_one_check_run_serves_two_assignments_and_the_spa
         other.close()
     finally:
         slots.release_spares()
-    assert not slots._servers and not slots._spare
+    assert not slots._servers and not slots._spare and not slots._kernel_servers
 
 
 def test_a_new_gradebook_is_stamped_with_alembics_head_read_in_process(tmp_path: Path) -> None:

@@ -108,16 +108,20 @@ def gpu_visible() -> bool:
     return os.path.exists("/dev/nvidiactl")
 
 
-def _enter_namespaces(private: Sequence[str], hide: Sequence[str], pid_namespace: bool = True) -> None:
+def _enter_namespaces(private: Sequence[str], hide: Sequence[str], pid_namespace: bool = True,
+                      network: bool = True, writable: Sequence[str] = ()) -> None:
     """Unshare user, mount, PID, network, IPC and UTS namespaces; cover ``private`` folders, hide ``hide`` files.
 
     Runs in the monitor (the host's parent): the host forked next is PID 1 of
     the new PID namespace (none with ``pid_namespace=False``: see the module's docstring).
+    ``network=False`` keeps the caller's network namespace (and its loopback); ``writable``: folders
+    under a private one that are bound back read-write (a served kernel's submission folder,
+    :mod:`autograder.warm_kernel`).
     """
     uid, gid = os.getuid(), os.getgid()
     _check(_libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")  # to write our own uid_map
-    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | (CLONE_NEWPID if pid_namespace else 0) | CLONE_NEWNET
-                         | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
+    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | (CLONE_NEWPID if pid_namespace else 0)
+                         | (CLONE_NEWNET if network else 0) | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
     with open("/proc/self/setgroups", "w") as f:
         f.write("deny")
     with open("/proc/self/uid_map", "w") as f:
@@ -132,7 +136,8 @@ def _enter_namespaces(private: Sequence[str], hide: Sequence[str], pid_namespace
     covered = sorted(c for c in covered if not any(c != d and c.startswith(d.rstrip(os.sep) + os.sep) for d in covered))
     # What the host's interpreter needs and a private folder would cover (a checkout or a virtual
     # environment under /tmp): held by a descriptor now, bound back over the empty tmpfs afterwards.
-    held = {path: os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) for path in _needed()
+    kept = {os.path.realpath(p) for p in writable}
+    held = {path: os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) for path in [*_needed(), *sorted(kept)]
             if any(path == c or path.startswith(c.rstrip(os.sep) + os.sep) for c in covered)}
     for path in covered:
         _check(_libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
@@ -142,7 +147,8 @@ def _enter_namespaces(private: Sequence[str], hide: Sequence[str], pid_namespace
         _check(_libc.mount(f"/proc/self/fd/{fd}".encode(), path.encode(), None, MS_BIND | MS_REC, None),
                f"bind {path} back")
         # read-only for the host where the kernel lets us (a bind from a read-only mount stays read-only)
-        _libc.mount(None, path.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
+        if path not in kept:
+            _libc.mount(None, path.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
         os.close(fd)
     for path in hide:
         if os.path.isfile(path):
