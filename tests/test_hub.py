@@ -57,7 +57,8 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 AID = "allreduce"
 COURSE_ID = "dlperf"
 BIN = Path(sys.executable).parent
-STUDENTS = {"ada": "reference", "bob": "ar_rebinding", "cat": None}   # what each one submits (None: nothing)
+# What each one submits (None: nothing); they log in in this order, so ada is the browser's user after it.
+STUDENTS = {"cat": None, "bob": "ar_rebinding", "ada": "reference"}
 PREFIX = "dlh-"                     # the accounts' names: never a human's account
 
 
@@ -108,7 +109,7 @@ def klass(pytestconfig):
     try:
         for folder, mode in opened.items():
             folder.chmod(mode | 0o001)
-        k.slurm = services.slurm_up(base / "slurm", oversubscribe=4)
+        k.slurm = services.slurm_up(base / "slurm", gpus=len(STUDENTS) + 1, oversubscribe=4)
         k.pg = services.postgres_up(base / "postgres")
         k.times["set-up: Slurm and PostgreSQL"] = time.monotonic() - t_start
         (base / "home").mkdir(mode=0o755)
@@ -128,7 +129,7 @@ def klass(pytestconfig):
         settings = hub.HubSettings(
             users=[u.name for u in k.users.values()], course_id=COURSE_ID, exchange=str(k.exchange),
             port=ports[0], hub_port=ports[1], proxy_api_port=ports[2], partition=k.slurm.partition,
-            runtime="00:30:00", memory="1G", cpus=1, server_ip="127.0.0.1",
+            runtime="00:30:00", memory="1G", cpus=1, gpus_per_server=1, server_ip="127.0.0.1",
             server_args=["--LabApp.expose_app_in_browser=True"], start_timeout=120,
             env={"SLURM_CONF": k.slurm.conf})
         k.hub_folder = base / "hub"
@@ -152,8 +153,8 @@ def _quiet_lab(user) -> None:
 
 
 def _course(k) -> None:
-    """The instructor's course root (the course's nbgrader configuration, the gradebook in PostgreSQL);
-    generate and release the exercise into the exchange."""
+    """The instructor's course root (the course's nbgrader configuration, late submissions scored 0, the
+    gradebook in PostgreSQL); generate the exercise and release it into the exchange."""
     k.instructor.mkdir()
     (k.instructor / "nbgrader_config.py").write_text(f'''c = get_config()  # noqa: F821
 load_subconfig("nbgrader_config.py", path={str(course.COURSE)!r})  # noqa: F821
@@ -162,13 +163,19 @@ c.CourseDirectory.source_directory = {str(course.SOLUTIONS)!r}
 c.CourseDirectory.release_directory = {str(k.instructor / "release")!r}
 c.CourseDirectory.db_url = {k.pg.url!r}
 c.Exchange.root = {str(k.exchange)!r}
+c.LateSubmissionPlugin.penalty_method = "zero"
 ''')
     k.exchange.mkdir(mode=0o777)
     k.exchange.chmod(0o777)
-    for args in (["generate_assignment", AID], ["release_assignment", AID]):
-        out = subprocess.run([str(BIN / "nbgrader"), *args], cwd=k.instructor, env=k.ienv, capture_output=True,
-                             text=True, timeout=300)
-        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    _nbgrader(k, "generate_assignment", AID)         # also enters its cells and points in the gradebook
+    _nbgrader(k, "release_assignment", AID)
+
+
+def _nbgrader(k, *args: str) -> str:
+    out = subprocess.run([str(BIN / "nbgrader"), *args], cwd=k.instructor, env=k.ienv, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, f"nbgrader {' '.join(args)}:\n{out.stdout[-3000:]}{out.stderr[-3000:]}"
+    return out.stdout + out.stderr
 
 
 def _teardown(k) -> None:
@@ -235,13 +242,17 @@ def test_1_students_log_in_and_each_server_is_their_slurm_job(klass):
     servers = {u.name: k.hub.server(u.name) for u in k.users.values()}
     assert all(s and s["ready"] for s in servers.values()), servers
     by_user = {user: (job, state, name) for job, (user, state, name) in jobs.items()}
+    gpus = {}
     assert set(by_user) == set(servers), jobs
     for name, server in servers.items():
         job, state, job_name = by_user[name]
         assert (state, job_name) == ("RUNNING", "spawner-jupyterhub"), jobs
         assert server["state"]["job_id"] == job, (server, jobs)       # the hub knows the job it started
-        own = hub_tools.processes_of(name)
-        assert any("jupyterhub-singleuser" in cmd for cmd in own.values()), own   # runs as the student
+        own = [pid for pid, cmd in hub_tools.processes_of(name).items() if "jupyterhub-singleuser" in cmd]
+        assert own, hub_tools.processes_of(name)                    # the server runs as the student
+        gpus[name] = services._environ(own[-1]).get("CUDA_VISIBLE_DEVICES")
+    # one GPU per server (--gres=gpu:1; the test's Slurm has fake ones): each server its own
+    assert sorted(gpus.values()) == [str(i) for i in range(len(STUDENTS))], gpus
     k.jobs = {name: by_user[name][0] for name in servers}
     k.times["1 log in (3 students)"] = time.monotonic() - t0
     k.say(f"set-up {k.times['set-up']:.1f} s; 3 students logged in, 3 server jobs, in {time.monotonic() - t0:.1f} s")
@@ -298,22 +309,22 @@ def _solution_sources(short: str, release: Path) -> dict[str, str]:
             if c.metadata.get("nbgrader", {}).get("grade_id") in ids}
 
 
-@pytest.mark.parametrize("short", ["ada", "bob"])
-def test_2_a_student_fetches_runs_the_self_check_and_submits_in_the_browser(klass, short):
-    _needs(klass, "login")
-    k, driver, user = klass, klass.driver, klass.users[short]
+def _work_and_submit(k, short: str) -> None:
+    """In the browser, as ``short``: fetch, write the solution cells, run every cell, save, submit."""
+    driver, user = k.driver, k.users[short]
     t0 = time.monotonic()
-    hub_tools.log_in(driver, k.hub.origin, user.name, user.password)
+    if f"/user/{user.name}/" not in driver.current_url:
+        hub_tools.log_in(driver, k.hub.origin, user.name, user.password)
     _assignments_tab(driver, "released_assignments_list", AID)
     _click_in(driver, "released_assignments_list", "Fetch")
     _wait_list(driver, "fetched_assignments_list", AID)
     notebook = user.home / AID / f"{AID}.ipynb"
-    assert notebook.read_bytes() == (k.instructor / "release" / AID / f"{AID}.ipynb").read_bytes()
+    assert notebook.read_bytes() == course.release_notebook(AID).read_bytes()      # the book's notebook
     assert notebook.stat().st_uid == os.stat(user.home).st_uid      # fetched by the student's own server
 
     driver.get(f"{k.hub.origin}/user/{user.name}/lab/tree/{AID}/{AID}.ipynb")
     _wait(driver, "the notebook opening with an idle kernel", _idle, timeout=120)
-    solved = _solution_sources(short, k.instructor / "release")
+    solved = _solution_sources(short, course.EXERCISES)
     assert driver.execute_script(_TYPE, solved) == len(solved) == 3
     _menu(driver, "Run", "Run All Cells")
     code = sum(c.cell_type == "code" for c in nbformat.read(notebook, as_version=4).cells)
@@ -353,10 +364,27 @@ def test_2_a_student_fetches_runs_the_self_check_and_submits_in_the_browser(klas
     k.done.add(f"submit {short}")
 
 
+def test_2_ada_fetches_runs_the_self_check_and_submits_in_the_browser(klass):
+    _needs(klass, "login")
+    _work_and_submit(klass, "ada")
+
+
+def test_3_the_deadline_passes_and_bob_submits_late(klass):
+    """The instructor sets the deadline after ada's submission; bob's comes after it (the course scores
+    late work 0: nbgrader's LateSubmissionPlugin, which the autograder applies)."""
+    _needs(klass, "login", "submit ada")
+    k = klass
+    time.sleep(1.1)                                   # the deadline is in whole seconds, after ada's submission
+    k.deadline = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    _nbgrader(k, "db", "assignment", "add", AID, f"--duedate={k.deadline}")
+    time.sleep(1.1)
+    _work_and_submit(k, "bob")
+
+
 # --------------------------------------------------------------------------- 3. the hub restarted mid-class
 
 
-def test_3_the_hub_restarted_during_the_class_keeps_every_server(klass):
+def test_4_the_hub_restarted_during_the_class_keeps_every_server(klass):
     _needs(klass, "login")
     k, driver = klass, klass.driver
     t0 = time.monotonic()
@@ -379,7 +407,7 @@ def test_3_the_hub_restarted_during_the_class_keeps_every_server(klass):
     driver.get(f"{k.hub.origin}/user/{k.users['ada'].name}/lab")
     time.sleep(1)
     assert "403" in _text(driver) and not driver.execute_script("return !!window.jupyterapp"), _text(driver)[:800]
-    k.times["3 hub restart"] = time.monotonic() - t0
+    k.times["4 hub restart"] = time.monotonic() - t0
     k.done.add("restart")
 
 
@@ -393,7 +421,7 @@ def _autograder(k, *args: str, timeout: float = 600) -> str:
     return out.stdout
 
 
-def test_4_the_instructor_grades_on_the_same_slurm_and_releases_feedback(klass):
+def test_5_the_instructor_grades_on_the_same_slurm_and_releases_feedback(klass):
     _needs(klass, "submit ada", "submit bob")
     from autograder.gradebook import Writer
 
@@ -405,7 +433,7 @@ def test_4_the_instructor_grades_on_the_same_slurm_and_releases_feedback(klass):
     out = _autograder(k, "grade", AID, "--slurm", f"--partition={k.slurm.partition}", "--gres=", "--workers=1",
                       "--job-memory=1GB", "--walltime=00:20:00", "--cpu", "--cell-timeout=120", "--timeout=400")
     assert "1 Dask workers as Slurm jobs on partition grading, CPU only" in out, out[-3000:]
-    k.times["4 collect and grade on Slurm"] = time.monotonic() - t0
+    k.times["5 collect and grade on Slurm"] = time.monotonic() - t0
     with Writer(k.pg.url, k.instructor) as writer:
         records = {r["student"]: r for r in writer.records(AID)}
     points = course.graded_cells(AID)
@@ -414,23 +442,31 @@ def test_4_the_instructor_grades_on_the_same_slurm_and_releases_feedback(klass):
     assert {c: v["score"] for c, v in records[ada]["cells"].items()} == points
     assert {c: v["score"] for c, v in records[bob]["cells"].items()} == bob_expect
     assert all(r["worker"] and r["outcome"] == "graded" for r in records.values()), records
-    k.scores = {ada: sum(points.values()), bob: sum(bob_expect.values())}
+    k.raw = {ada: sum(points.values()), bob: sum(bob_expect.values())}
+    # bob's submission is late, by the exchange's timestamp against the deadline, and scored 0 for it
+    from nbgrader.api import Gradebook
+
+    with Gradebook(k.pg.url) as gb:
+        late = {s: gb.find_submission(AID, s).total_seconds_late for s in k.raw}
+    assert late[ada] == 0 and late[bob] > 0, (late, k.deadline)
+    k.late = late
 
     _autograder(k, "feedback", AID)
     out = subprocess.run([str(BIN / "nbgrader"), "release_feedback", AID], cwd=k.instructor, env=k.ienv,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert len(list((k.exchange / COURSE_ID / "feedback").glob("*.html"))) == 2
-    k.times["4 grade and release feedback"] = time.monotonic() - t0
+    k.times["5 grade and release feedback"] = time.monotonic() - t0
     k.done.add("graded")
 
 
-@pytest.mark.parametrize("short", ["ada", "bob"])
-def test_5_each_student_fetches_feedback_with_their_score_and_no_hidden_test(klass, short):
+@pytest.mark.parametrize("short", ["bob", "ada"])
+def test_6_each_student_fetches_feedback_with_their_score_and_no_hidden_test(klass, short):
     _needs(klass, "graded")
     k, driver, user = klass, klass.driver, klass.users[short]
     t0 = time.monotonic()
-    hub_tools.log_in(driver, k.hub.origin, user.name, user.password)
+    if f"/user/{user.name}/" not in driver.current_url:
+        hub_tools.log_in(driver, k.hub.origin, user.name, user.password)
     _assignments_tab(driver, "submitted_assignments_list", AID)
     _click_in(driver, "submitted_assignments_list", "Fetch Feedback")
     fetched: list[Path] = []
@@ -442,31 +478,38 @@ def test_5_each_student_fetches_feedback_with_their_score_and_no_hidden_test(kla
     rel = fetched[0].relative_to(user.home)
     driver.get(f"{k.hub.origin}/user/{user.name}/files/{rel}")
     shown = _text(driver)
-    score = k.scores[user.name]
-    assert f"Score: {score:.1f} / 10.0" in shown, shown[:800]
+    # their score, less the late penalty that the feedback names (bob's late work scores 0)
+    penalty = k.raw[user.name] if k.late[user.name] else 0.0
+    assert f"{AID} (Score: {k.raw[user.name] - penalty:.1f} / 10.0)" in shown, shown[:800]
+    assert ("Late submission penalty" in shown) == bool(penalty), shown[:800]
+    if penalty:
+        assert f"Late submission penalty (Score: -{penalty:.1f})" in shown, shown[:800]
     own = "\n".join(c.source for c in nbformat.read(user.home / AID / f"{AID}.ipynb", as_version=4).cells)
     leaked = sorted(line for line in course.secret_lines(AID) if line in shown and line not in own)
     assert not leaked, f"{short}'s feedback shows hidden lines: {leaked[:5]}"
-    k.times[f"5 feedback: {short}"] = time.monotonic() - t0
+    k.times[f"6 feedback: {short}"] = time.monotonic() - t0
     k.done.add(f"feedback {short}")
 
 
-def test_6_the_export_and_nbgraders_gradebook_agree(klass):
+def test_7_the_export_and_nbgraders_gradebook_agree(klass):
     _needs(klass, "graded")
     from nbgrader.api import Gradebook
 
     k = klass
+    ada, bob = k.users["ada"].name, k.users["bob"].name
     export = _autograder(k, "export", "--to", "-")
     rows = {r["student_id"]: r for r in csv.DictReader(io.StringIO(export)) if r.get("assignment") == AID}
-    assert {s: float(r["score"]) for s, r in rows.items() if r["score"] not in ("", None)} == k.scores, export
+    assert set(rows) == {ada, bob}, export                   # cat submitted nothing
+    got = {s: (float(r["raw_score"]), float(r["penalty"]), float(r["score"])) for s, r in rows.items()}
+    assert got == {ada: (k.raw[ada], 0.0, k.raw[ada]), bob: (k.raw[bob], k.raw[bob], 0.0)}, export
     with Gradebook(k.pg.url) as gb:
-        assert {s: gb.find_submission(AID, s).score for s in k.scores} == k.scores
+        assert {s: gb.find_submission(AID, s).score for s in k.raw} == k.raw
 
 
-# --------------------------------------------------------------------------- 7. nothing left
+# --------------------------------------------------------------------------- 8. nothing left
 
 
-def test_7_stopping_the_class_leaves_nothing(klass):
+def test_8_stopping_the_class_leaves_nothing(klass):
     _needs(klass, "login")
     k = klass
     t0 = time.monotonic()
@@ -482,5 +525,5 @@ def test_7_stopping_the_class_leaves_nothing(klass):
     k.slurm = k.pg = None
     assert services.leftover_processes(k.base) == {}
     assert {n: hub_tools.processes_of(n) for n in names} == {n: {} for n in names}
-    k.times["7 stop"] = time.monotonic() - t0
+    k.times["8 stop"] = time.monotonic() - t0
     k.say("seconds: " + ", ".join(f"{s} {v:.1f}" for s, v in k.times.items()))
