@@ -506,6 +506,42 @@ def test_7_the_export_and_nbgraders_gradebook_agree(klass):
         assert {s: gb.find_submission(AID, s).score for s in k.raw} == k.raw
 
 
+def test_7b_a_server_job_that_dies_is_reported_and_the_next_login_starts_another(klass):
+    """ada's server job is killed (a node lost): the hub says her server is not running, her next start
+    is a new Slurm job, and her saved notebook is there, unchanged."""
+    _needs(klass, "login", "submit ada")
+    k, driver, ada = klass, klass.driver, klass.users["ada"]
+    t0 = time.monotonic()
+    notebook = ada.home / AID / f"{AID}.ipynb"
+    saved = notebook.read_bytes()
+    old = k.jobs[ada.name]
+    k.slurm.run("scancel", "--signal=KILL", "--full", old)
+    deadline = time.monotonic() + 60
+    while old in _jobs(k) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert old not in _jobs(k), _jobs(k)
+    if f"/user/{ada.name}/" not in driver.current_url:
+        hub_tools.log_in(driver, k.hub.origin, ada.name, ada.password)
+    driver.get(f"{k.hub.origin}/user/{ada.name}/lab")
+    deadline = time.monotonic() + 60
+    while "not running" not in _text(driver) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        if "not running" not in _text(driver):
+            driver.refresh()
+    assert "not running" in _text(driver), (driver.current_url, _text(driver)[:800])
+    assert k.hub.server(ada.name) is None                     # the hub knows
+    k.hub.api("POST", f"/users/{ada.name}/server")            # her next start (the page's Launch button)
+    deadline = time.monotonic() + 120
+    while not (k.hub.server(ada.name) or {}).get("ready") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    new = k.hub.server(ada.name)["state"]["job_id"]
+    assert new != old and _jobs(k)[new][:2] == (ada.name, "RUNNING"), _jobs(k)
+    driver.get(f"{k.hub.origin}/user/{ada.name}/lab/tree/{AID}/{AID}.ipynb")
+    _wait(driver, "her notebook opening in the new server", _idle, timeout=120)
+    assert notebook.read_bytes() == saved
+    k.times["7b server job killed, started again"] = time.monotonic() - t0
+
+
 # --------------------------------------------------------------------------- 8. nothing left
 
 
