@@ -41,6 +41,7 @@ book: setup
 
 test: setup
 	@bash scripts/install_system.sh
+	@bash scripts/hub_proxy.sh
 	@$(PYC)
 	@$(BIN)/python -m pytest $(PYTEST_ARGS)
 

@@ -12,6 +12,7 @@ if ! { have chromedriver && { have chromium || have chromium-browser; }; }; then
   missing+=(chromium chromium-driver)
 fi
 have bwrap || missing+=(bubblewrap)
+have npm || missing+=(nodejs npm)        # JupyterHub's proxy (scripts/setup.sh installs it from npm)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && have apt-get; then
   echo "install_system: installing ${missing[*]}"

@@ -80,7 +80,8 @@ if [ -n "$WHEELHOUSE" ] && [ -f "$WHEELHOUSE/device-kit.json" ]; then
   "${install[@]}" --no-deps --no-build-isolation -e .
 else
   echo "setup: installing the course package and the book and test tools"
-  "${install[@]}" -e ".[book,course,test]"
+  # the hub extra (JupyterHub, batchspawner) only online: an offline node runs no hub (its proxy is from npm)
+  "${install[@]}" -e ".[book,course,test$([ -z "$WHEELHOUSE" ] && echo ,hub)]"
   # d2l pins numpy 1.23 and matplotlib 3.7, which cannot install beside numpy 2 /
   # Python 3.12: its helpers work on a modern stack, so it comes without its pins.
   "${install[@]}" --no-deps "$D2L"
