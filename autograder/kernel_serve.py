@@ -72,7 +72,12 @@ def _enter(folder: str) -> None:
     with contextlib.suppress(OSError):
         with open("/proc/self/oom_score_adj", "w") as f:
             f.write("1000")
-    zygote._enter_namespaces(PRIVATE, (), pid_namespace=False, network=False, writable=(folder,))
+    # Every folder of the import path is bound back (read-only) where a private folder covers it: a lazy
+    # import must find what the server found (a parent environment's packages, through a .pth file, under
+    # /tmp) -- but not the sandbox's folder, which holds the submissions'.
+    box = os.path.dirname(os.path.realpath(folder))
+    path = [p for p in sys.path if p and not (os.path.realpath(p) + os.sep).startswith(box + os.sep)]
+    zygote._enter_namespaces(PRIVATE, (), pid_namespace=False, network=False, writable=(folder,), readable=path)
     zygote._drop_capabilities()
 
 

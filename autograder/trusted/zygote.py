@@ -109,14 +109,14 @@ def gpu_visible() -> bool:
 
 
 def _enter_namespaces(private: Sequence[str], hide: Sequence[str], pid_namespace: bool = True,
-                      network: bool = True, writable: Sequence[str] = ()) -> None:
+                      network: bool = True, writable: Sequence[str] = (), readable: Sequence[str] = ()) -> None:
     """Unshare user, mount, PID, network, IPC and UTS namespaces; cover ``private`` folders, hide ``hide`` files.
 
     Runs in the monitor (the host's parent): the host forked next is PID 1 of
     the new PID namespace (none with ``pid_namespace=False``: see the module's docstring).
     ``network=False`` keeps the caller's network namespace (and its loopback); ``writable``: folders
     under a private one that are bound back read-write (a served kernel's submission folder,
-    :mod:`autograder.warm_kernel`).
+    :mod:`autograder.kernel_serve`), ``readable``: read-only, besides what the interpreter needs.
     """
     uid, gid = os.getuid(), os.getgid()
     _check(_libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")  # to write our own uid_map
@@ -137,7 +137,8 @@ def _enter_namespaces(private: Sequence[str], hide: Sequence[str], pid_namespace
     # What the host's interpreter needs and a private folder would cover (a checkout or a virtual
     # environment under /tmp): held by a descriptor now, bound back over the empty tmpfs afterwards.
     kept = {os.path.realpath(p) for p in writable}
-    held = {path: os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) for path in [*_needed(), *sorted(kept)]
+    extra = sorted({os.path.realpath(p) for p in readable if os.path.isdir(p)} - kept)
+    held = {path: os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) for path in [*_needed(), *extra, *sorted(kept)]
             if any(path == c or path.startswith(c.rstrip(os.sep) + os.sep) for c in covered)}
     for path in covered:
         _check(_libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
