@@ -21,6 +21,8 @@ documentation says:
 
 from __future__ import annotations
 
+import contextlib
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,16 +40,21 @@ __all__ = ["Knobs", "KnobReport", "run", "worker"]
 class Knobs:
     """One DDP configuration: the constructor's options, a communication hook, and an unused layer or not.
 
-    ``hook`` is ``None`` (DDP's own all-reduce) or ``"bf16"`` (``bf16_compress_hook``: gradients
-    sent in bfloat16 and cast back).  ``unused_layer`` adds a layer that ``forward`` never calls.
+    ``hook`` is ``None`` (DDP's own all-reduce), ``"bf16"`` (``bf16_compress_hook``: gradients
+    sent in bfloat16 and cast back) or ``"powersgd"`` (``powerSGD_hook``, rank 1: each weight
+    matrix's gradient sent as two vectors, with error feedback, after ``powersgd_start`` - 1 steps
+    of plain all-reduce).  ``unused_layer`` adds a layer that ``forward`` never calls;
+    ``static_graph`` tells DDP that the graph is the same every step.
     """
 
     name: str
     bucket_cap_mb: float = 25.0
     gradient_as_bucket_view: bool = False
     find_unused_parameters: bool = False
+    static_graph: bool = False
     hook: str | None = None
     unused_layer: bool = False
+    powersgd_start: int = 2
 
 
 @dataclass
@@ -56,6 +63,7 @@ class KnobReport:
 
     knobs: Knobs
     allreduces: list[Collective] = field(default_factory=list)
+    hook_sent: list[int] = field(default_factory=list)   # elements of each dist.all_reduce the hook called
     grads_in_buckets: int = 0
     grads: int = 0
     error: str | None = None
@@ -85,15 +93,44 @@ def _recording_hook(seen: list[tuple[int, int]], hook: Any):
     return recording
 
 
+@contextlib.contextmanager
+def _counting_allreduce(sent: list[int]):
+    """Count the elements of every ``dist.all_reduce`` called from Python meanwhile (the hooks' own calls:
+    PowerSGD's second and third are chained in callbacks, which the profiler's trace does not show)."""
+    original = dist.all_reduce
+
+    def counting(tensor, *args, **kwargs):
+        sent.append(tensor.numel())
+        return original(tensor, *args, **kwargs)
+
+    dist.all_reduce = counting
+    try:
+        yield
+    finally:
+        dist.all_reduce = original
+
+
 def _inside(ptr: int, regions: list[tuple[int, int]]) -> bool:
     return any(start <= ptr < start + size for start, size in regions)
+
+
+def _hook(knobs: Knobs, buckets: list[tuple[int, int]]) -> tuple[Any, Any]:
+    """(state, hook) for ``register_comm_hook``: ``knobs``'s hook, recording each bucket's storage."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+
+    if knobs.hook == "powersgd":
+        state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=1,
+                                            start_powerSGD_iter=knobs.powersgd_start, random_seed=0)
+        return state, _recording_hook(buckets, powerSGD_hook.powerSGD_hook)
+    if knobs.hook not in (None, "bf16"):
+        raise ValueError(f"hook is None, 'bf16' or 'powersgd', not {knobs.hook!r}")
+    base = default_hooks.bf16_compress_hook if knobs.hook == "bf16" else default_hooks.allreduce_hook
+    return dist.group.WORLD, _recording_hook(buckets, base)
 
 
 def worker(configs: list[Knobs], steps: int, width: int, depth: int, rows: int, seed: int = 0,
            lr: float = 1e-2) -> list[KnobReport]:
     """Train under each configuration in turn (``steps`` Adam steps, the last one recorded)."""
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-
     rank = dist.get_rank()
     device = rank_device()
     reports = []
@@ -104,10 +141,9 @@ def worker(configs: list[Knobs], steps: int, width: int, depth: int, rows: int, 
         ddp = nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None,
             bucket_cap_mb=knobs.bucket_cap_mb, gradient_as_bucket_view=knobs.gradient_as_bucket_view,
-            find_unused_parameters=knobs.find_unused_parameters)
+            find_unused_parameters=knobs.find_unused_parameters, static_graph=knobs.static_graph)
         buckets: list[tuple[int, int]] = []
-        base = default_hooks.bf16_compress_hook if knobs.hook == "bf16" else default_hooks.allreduce_hook
-        ddp.register_comm_hook(dist.group.WORLD, _recording_hook(buckets, base))
+        ddp.register_comm_hook(*_hook(knobs, buckets))
         optimizer = torch.optim.Adam(model.parameters(), lr=lr)
 
         def step(i: int) -> None:
@@ -121,8 +157,9 @@ def worker(configs: list[Knobs], steps: int, width: int, depth: int, rows: int, 
             for i in range(steps - 1):
                 step(i)
             buckets.clear()
-            report.allreduces = [c for c in record(step, steps - 1, warmup=0, shapes=True).collectives()
-                                 if c.kind == "all-reduce"]
+            with _counting_allreduce(report.hook_sent):
+                report.allreduces = [c for c in record(step, steps - 1, warmup=0, shapes=True).collectives()
+                                     if c.kind == "all-reduce"]
         except RuntimeError as err:   # DDP's own errors (an unused parameter without find_unused_parameters)
             first = str(err).strip().splitlines()[0]
             report.error = first.split(". ")[0] + "." if ". " in first else first

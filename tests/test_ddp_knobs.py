@@ -14,7 +14,8 @@ P = 4 * LAYER                     # depth 3: four layers
 def results():
     configs = [Knobs("default"), Knobs("small buckets", bucket_cap_mb=0.25),
                Knobs("views", gradient_as_bucket_view=True), Knobs("bf16", hook="bf16"),
-               Knobs("unused", unused_layer=True), Knobs("unused, found", unused_layer=True, find_unused_parameters=True)]
+               Knobs("unused", unused_layer=True), Knobs("unused, found", unused_layer=True, find_unused_parameters=True),
+               Knobs("unused, static", unused_layer=True, static_graph=True), Knobs("powersgd", hook="powersgd")]
     return {r["report"].knobs.name: r for r in run(configs, world=2, steps=3, width=256, depth=3)}
 
 
@@ -45,6 +46,28 @@ def test_an_unused_layer_needs_find_unused_parameters(results):
     assert found["report"].error is None and found["max_diff"] < 1e-4
     # the unused layer's (zero) gradients travel too, and one more all-reduce marks which parameters were used
     assert sizes(found) == [P + LAYER, 10]
+
+
+def test_static_graph_finds_the_unused_layer_once_and_sends_no_flags_afterwards(results):
+    static = results["unused, static"]
+    assert static["report"].error is None and static["max_diff"] < 1e-4
+    assert static["report"].hook_sent == [P + LAYER]          # the zero gradients travel in the bucket
+    assert sizes(static) == [P + LAYER]                       # and nothing else in a later step
+
+
+def test_powersgd_sends_two_vectors_per_matrix_and_the_biases_whole(results):
+    psgd = results["powersgd"]
+    # after the first step's plain all-reduce: the four biases, then P (256 per matrix), then Q (256 each)
+    assert psgd["report"].hook_sent == [4 * 256, 4 * 256, 4 * 256]
+    assert results["default"]["report"].hook_sent == [P]
+    assert 1e-4 < psgd["max_diff"] < 0.5                     # lossy: it changes the training
+
+
+def test_an_unknown_hook_is_refused():
+    from dlperf.ddp_knobs import _hook
+
+    with pytest.raises(ValueError, match="powersgd"):
+        _hook(Knobs("x", hook="fp8"), [])
 
 
 def test_configurations_need_distinct_names():
