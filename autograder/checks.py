@@ -257,6 +257,17 @@ def _in_sandbox_pid_namespace() -> bool:
         return False
 
 
+def kill_the_rest(in_sandbox: bool) -> None:
+    """Between two submissions of a kept server: kill every process of its sandbox but itself and the
+    sandbox's init (where ``in_sandbox``: the PID namespace is the sandbox's), then reap its children."""
+    if in_sandbox:
+        with contextlib.suppress(OSError):
+            os.kill(-1, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+
+
 def _grader_gone(reply: TextIO) -> bool:
     """True once the grader has closed both ends (it ended, or was killed): no job can come and no reply
     can be read.  A server that went on forking job processes then would spin, each one failing at once
@@ -302,12 +313,7 @@ def _serve(reply: TextIO, warm_up_seconds: float) -> int:
             with contextlib.suppress(Exception):
                 reply.write(json.dumps({"died": _death(status)}) + "\n")
                 reply.flush()
-        if clean:
-            with contextlib.suppress(OSError):
-                os.kill(-1, signal.SIGKILL)      # all of this sandbox but us and its init
-        with contextlib.suppress(ChildProcessError):
-            while os.waitpid(-1, os.WNOHANG)[0]:
-                pass
+        kill_the_rest(clean)
         if os.WIFEXITED(status) and os.WEXITSTATUS(status) == NO_MORE_JOBS:
             return 0
 

@@ -157,7 +157,7 @@ def _kernel(request: Mapping[str, Any], report: int, name_process: Callable[[str
 
 def serve(name_process: Callable[[str], None]) -> int:
     """The server's loop (stdin: requests; the original stdout: replies; see the module's docstring)."""
-    from .checks import _in_sandbox_pid_namespace
+    from .checks import _in_sandbox_pid_namespace, kill_the_rest
     from .trusted import zygote
 
     reply = os.fdopen(os.dup(1), "w", buffering=1)
@@ -195,12 +195,7 @@ def serve(name_process: Callable[[str], None]) -> int:
             say(error=started or "the kernel died before it started")
         code = _wait(pid, lines)
         say(exit=code)
-        if clean_up:
-            with contextlib.suppress(OSError):
-                os.kill(-1, signal.SIGKILL)      # all of this sandbox but us and its init
-        with contextlib.suppress(ChildProcessError):
-            while os.waitpid(-1, os.WNOHANG)[0]:
-                pass
+        kill_the_rest(clean_up)
         say(clean=True)
         if lines.eof:
             return 0
@@ -293,7 +288,6 @@ class KernelServer:
         self.lines: queue.Queue[dict[str, Any] | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
         self.info: dict[str, Any] | None = None
-        self.kernels = 0          # kernels started so far
         self.running: ServedKernel | None = None
         self.clean = True         # every kernel so far ended and was cleaned up after
         self._exit: int | None = None
@@ -353,7 +347,6 @@ class KernelServer:
         if self.running is not None:
             raise RuntimeError("a kernel of this server is still running")
         self.box.hand_over()
-        self.kernels += 1
         self.clean = False
         self._exit = None
         if not self._send({"kernel": {"folder": str(folder), "cwd": str(cwd), "args": list(args), "log": str(log)}}):
