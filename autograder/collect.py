@@ -22,6 +22,7 @@ PATTERNS, Collected, CollectReport, Problem``; ``collect.submissions``, ``collec
 
 from __future__ import annotations
 
+import functools
 import os
 from datetime import datetime
 from pathlib import Path
@@ -76,13 +77,52 @@ def _exchange_api(course_root: Path, exchange: Path | None) -> Any:
     config = course_config(Path(course_root))
     if exchange is not None:
         config.Exchange.root = str(exchange)
+    config.ExchangeFactory.collect = _finished_only_collect()
     return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
 
 
-def _inbound(api: Any, assignment: str) -> dict[str, list[tuple[datetime, str]]]:
-    """Student -> ``(time, folder name)`` of each submission of ``assignment`` in the exchange's inbound, newest first.
+def finished(folder: Path) -> bool:
+    """Whether an inbound submission folder was written to its end.
 
-    Read as nbgrader's ``ExchangeCollect`` reads it: ``<student>+<assignment>+<timestamp>[+<random>]``.
+    ``nbgrader submit`` copies the student's files into ``inbound/<student>+<assignment>+<time>+<random>/``
+    and only then writes ``timestamp.txt`` there: a folder without it is a submission that never finished
+    (the student's server died during the copy, or it is still copying), whose notebooks may be cut short.
+    """
+    return (folder / "timestamp.txt").is_file()
+
+
+@functools.cache
+def _finished_only_collect() -> type:
+    """nbgrader's ``ExchangeCollect`` that never collects an unfinished submission (:func:`finished`).
+
+    nbgrader's own takes each student's newest inbound folder, finished or not: a server that dies
+    during a resubmission would replace the student's good submission with a cut-off copy.  This one
+    ranks the finished folders before the unfinished ones (newest first within each), so that the
+    student's latest finished submission is the one taken, and copies nothing for a student whose every
+    submission is unfinished.  Everything else (the deadline, ``--update``, the owner check) is nbgrader's.
+    """
+    from nbgrader.exchange.default.collect import ExchangeCollect
+
+    class FinishedOnlyCollect(ExchangeCollect):
+        def _done(self, record: dict) -> bool:
+            return finished(Path(self.inbound_path) / record["filename"])
+
+        def _sort_by_timestamp(self, records: list[dict]) -> list[dict]:
+            return sorted(records, key=lambda item: (self._done(item), item["timestamp"]), reverse=True)
+
+        def copy_files(self) -> None:
+            self.src_records = [record for record in self.src_records if self._done(record)]
+            super().copy_files()
+
+    return FinishedOnlyCollect
+
+
+def _inbound(api: Any, assignment: str) -> dict[str, list[tuple[datetime, str, bool]]]:
+    """Student -> ``(time, folder name, finished)`` of each submission of ``assignment`` in the exchange's
+    inbound, newest first.
+
+    Read as nbgrader's ``ExchangeCollect`` reads it: ``<student>+<assignment>+<timestamp>[+<random>]``;
+    ``finished`` is :func:`finished`'s.
     """
     from nbgrader.exchange.default.exchange import Exchange
 
@@ -97,7 +137,7 @@ def _inbound(api: Any, assignment: str) -> dict[str, list[tuple[datetime, str]]]
             when = parse_timestamp(parts[2])
         except ValueError:
             continue  # nbgrader's collect fails on it, and says so
-        found.setdefault(parts[0], []).append((when, path.name))
+        found.setdefault(parts[0], []).append((when, path.name, finished(path)))
     return {student: sorted(items, reverse=True) for student, items in sorted(found.items())}
 
 
@@ -105,10 +145,11 @@ def collect_exchange(course_root: Path, assignment: str, *, exchange: Path | Non
     """Collect ``assignment`` from nbgrader's exchange into ``course_root/submitted/`` with ``nbgrader collect``.
 
     nbgrader does the copying (``NbGraderAPI.collect`` with ``update=True``: each student's
-    latest submission, replacing a collected one only when it is newer); this reports what it did:
+    latest finished submission, replacing a collected one only when it is newer); this reports what it did:
     ``collected`` the students whose submission is new or newer and holds at least one of the
     assignment's notebooks (:func:`autograder.assignment.notebook_names`), with the time of their
-    ``timestamp.txt``; problems ``superseded`` for each older submission in the exchange,
+    ``timestamp.txt``; problems ``interrupted`` for each submission that never finished (:func:`finished`:
+    never collected, the student's latest finished one is), ``superseded`` for each older submission,
     ``kept-existing`` for a student whose collected submission is not older than the exchange's,
     ``invalid-json`` for each collected notebook that is not JSON, ``incomplete`` for each of
     the assignment's notebooks a collected submission lacks (autograde scores it 0), and
@@ -132,8 +173,18 @@ def collect_exchange(course_root: Path, assignment: str, *, exchange: Path | Non
 
     report = CollectReport(assignment, [], [])
     for student, items in inbound.items():
-        latest = items[0][0]
-        for when, name in items[1:]:
+        done = [(when, name) for when, name, complete in items if complete]
+        for when, name, complete in items:
+            if not complete:
+                counts = (f"their latest finished submission ({show(done[0][0])}) counts" if done
+                          else "they have no finished submission")
+                report.problems.append(Problem(student, f"a submission that never finished ({show(when)}, {name}: "
+                                                        f"no timestamp.txt, the copy was cut off or is still under "
+                                                        f"way) was not collected; {counts}", "interrupted"))
+        if not done:
+            continue
+        latest = done[0][0]
+        for when, name in done[1:]:
             report.problems.append(Problem(student, f"an older submission ({show(when)}, {name}) was passed over "
                                                     f"for the latest ({show(latest)})", "superseded"))
         folder = submission_folder(course_root, student, assignment)

@@ -76,11 +76,12 @@ class Problem:
 
 
 #: The kinds of :class:`Problem`, in the order a report lists them (what needs a look first):
-#: ``rejected`` (not collected, and it may be a submission), ``invalid-json`` and ``incomplete``
+#: ``rejected`` (not collected, and it may be a submission), ``interrupted`` (an exchange submission
+#: whose copy never finished: not collected, the student's latest finished one is), ``invalid-json`` and ``incomplete``
 #: (collected, but a notebook is not JSON / is missing: autograde reports it / scores it 0),
 #: ``kept-existing`` (``submitted/`` holds one that is not older), ``superseded`` (an older file),
 #: ``skipped`` (not a submission: junk).
-KINDS = ("rejected", "invalid-json", "incomplete", "kept-existing", "superseded", "skipped")
+KINDS = ("rejected", "interrupted", "invalid-json", "incomplete", "kept-existing", "superseded", "skipped")
 
 
 def sort_problems(problems: list[Problem]) -> list[Problem]:

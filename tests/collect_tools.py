@@ -75,3 +75,59 @@ def nbgrader(cwd: Path, *args: str) -> str:
                          timeout=120, check=False)
     assert out.returncode == 0, f"`nbgrader {' '.join(args)}` exited {out.returncode}:\n{out.stdout}{out.stderr}"
     return out.stdout + out.stderr
+
+
+def exchange_course(tmp: Path) -> tuple[Path, Path, Path]:
+    """An exchange and an instructor's course root under ``tmp`` with AID released: (exchange, instructor, inbound)."""
+    exchange, instructor = tmp / "exchange", tmp / "instructor"
+    exchange.mkdir()
+    exchange.chmod(0o777)
+    instructor.mkdir()
+    (instructor / "nbgrader_config.py").write_text(f'''c = get_config()  # noqa: F821
+load_subconfig("nbgrader_config.py", path={str(course.COURSE)!r})  # noqa: F821
+c.CourseDirectory.root = {str(instructor)!r}
+c.CourseDirectory.source_directory = {str(course.SOLUTIONS)!r}
+c.CourseDirectory.release_directory = {str(course.EXERCISES)!r}
+c.CourseDirectory.db_url = {f"sqlite:///{instructor / 'gradebook.db'}"!r}
+c.Exchange.root = {str(exchange)!r}
+''')
+    nbgrader(instructor, "release_assignment", AID)
+    return exchange, instructor, exchange / "dlperf" / "inbound"
+
+
+def student_home(tmp: Path, exchange: Path, student: str) -> Path:
+    """``tmp/<student>``: a student's home with their nbgrader configuration for ``exchange`` and an AID folder."""
+    home = tmp / student
+    (home / AID).mkdir(parents=True, exist_ok=True)
+    (home / "nbgrader_config.py").write_text(f'''c = get_config()  # noqa: F821
+c.CourseDirectory.course_id = "dlperf"
+c.CourseDirectory.student_id = {student!r}
+c.Exchange.root = {str(exchange)!r}
+c.Exchange.cache = {str(home / ".nbgrader_cache")!r}
+''')
+    return home
+
+
+def submit_cut_off(home: Path) -> subprocess.CompletedProcess:
+    """``nbgrader submit AID`` as ``home``'s student, killed (SIGKILL) right after it copied its first file into
+    the exchange: what a student's server that dies during the submission leaves behind."""
+    cut = ("import os, shutil, signal, sys\n"
+           "copy = shutil.copyfile\n"
+           "def copy_then_die(*args, **kwargs):\n"
+           "    copy(*args, **kwargs)\n"
+           "    os.kill(os.getpid(), signal.SIGKILL)\n"
+           "shutil.copyfile = copy_then_die\n"
+           "from nbgrader.apps.nbgraderapp import main\n"
+           "sys.argv = ['nbgrader', 'submit', sys.argv[1]]\n"
+           "main()\n")
+    return subprocess.run([sys.executable, "-c", cut, AID], cwd=home, env=_env(home), capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+def submit_at_once(homes: list[Path]) -> None:
+    """``nbgrader submit AID`` in every home of ``homes`` at the same time (each must succeed)."""
+    procs = [subprocess.Popen([str(BIN / "nbgrader"), "submit", AID], cwd=home, env=_env(home),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for home in homes]
+    for home, proc in zip(homes, procs):
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 0, f"{home.name}'s `nbgrader submit {AID}` exited {proc.returncode}:\n{out}"

@@ -23,7 +23,8 @@ import pytest
 from autograder import collect, course
 from autograder.collect import PATTERNS, Collected, CollectReport, Problem
 
-from collect_tools import AID, AT_NOON, DETECTED, NOON, UTC, c, make_files, make_zip, nbgrader, notebook, stored, tree
+from collect_tools import (AID, AT_NOON, DETECTED, NOON, UTC, c, exchange_course, make_files, make_zip, nbgrader,
+                           notebook, stored, student_home, submit_at_once, submit_cut_off, tree)
 
 
 # --------------------------------------------------------------------------- patterns and timestamps
@@ -413,32 +414,12 @@ def test_command_line(tmp_path, capsys):
 
 
 def test_exchange_two_students_one_submitting_twice(tmp_path):
-    exchange, instructor = tmp_path / "exchange", tmp_path / "instructor"
-    exchange.mkdir()
-    exchange.chmod(0o777)
-    instructor.mkdir()
-    (instructor / "nbgrader_config.py").write_text(f'''c = get_config()  # noqa: F821
-load_subconfig("nbgrader_config.py", path={str(course.COURSE)!r})  # noqa: F821
-c.CourseDirectory.root = {str(instructor)!r}
-c.CourseDirectory.source_directory = {str(course.SOLUTIONS)!r}
-c.CourseDirectory.release_directory = {str(course.EXERCISES)!r}
-c.CourseDirectory.db_url = {f"sqlite:///{instructor / 'gradebook.db'}"!r}
-c.Exchange.root = {str(exchange)!r}
-''')
-    nbgrader(instructor, "release_assignment", AID)
-    inbound = exchange / "dlperf" / "inbound"
+    exchange, instructor, inbound = exchange_course(tmp_path)
 
     handed: dict[str, list[tuple[bytes, str]]] = {}  # student -> [(notebook, its inbound folder)]
     # dan works in a copy of the notebook and submits that (nbgrader submit only warns)
     for student, version in (("ada", "first"), ("bob", "only"), ("dan", "renamed"), ("ada", "second")):
-        home = tmp_path / student
-        (home / AID).mkdir(parents=True, exist_ok=True)
-        (home / "nbgrader_config.py").write_text(f'''c = get_config()  # noqa: F821
-c.CourseDirectory.course_id = "dlperf"
-c.CourseDirectory.student_id = {student!r}
-c.Exchange.root = {str(exchange)!r}
-c.Exchange.cache = {str(home / ".nbgrader_cache")!r}
-''')
+        home = student_home(tmp_path, exchange, student)
         data = notebook(f"{student}, {version}")
         (home / AID / (f"{AID}-Copy1.ipynb" if student == "dan" else f"{AID}.ipynb")).write_bytes(data)
         known = set(inbound.iterdir())
@@ -493,6 +474,77 @@ c.Exchange.cache = {str(home / ".nbgrader_cache")!r}
     assert collect.submissions(instructor, AID) == [
         c(instructor, "ada", ada_time, "exchange"), c(instructor, "bob", bob_time, "exchange"),
         c(instructor, "carol", AT_NOON, "export")]
+
+
+def test_exchange_a_submission_cut_off_and_submissions_at_once_lose_nothing(tmp_path):
+    """A student's server dies during her resubmission: her cut-off copy is never collected (nbgrader's own
+    collect would take it, the newest), her finished one is, and the report says so; a student whose only
+    submission was cut off gets nothing collected and is named; three submissions at the same moment, two
+    of them the same student's (a double click), are all kept in the exchange and the newest is collected."""
+    exchange, instructor, inbound = exchange_course(tmp_path)
+    homes = {s: student_home(tmp_path, exchange, s) for s in ("ada", "bob", "eve")}
+
+    def write(student: str, version: str) -> bytes:
+        data = notebook(f"{student}, {version}")
+        (homes[student] / AID / f"{AID}.ipynb").write_bytes(data)
+        return data
+
+    def new_folders(before: set[Path]) -> list[str]:
+        return sorted(p.name for p in set(inbound.iterdir()) - before)
+
+    ada_good = write("ada", "finished")
+    nbgrader(homes["ada"], "submit", AID)
+    (ada_done,) = new_folders(set())
+    write("ada", "cut off")
+    known = set(inbound.iterdir())
+    died = submit_cut_off(homes["ada"])
+    assert died.returncode == -9, died.stdout + died.stderr
+    (ada_cut,) = new_folders(known)
+    assert not (inbound / ada_cut / "timestamp.txt").exists()   # the copy never finished
+    known = set(inbound.iterdir())
+    write("eve", "only, cut off")
+    assert submit_cut_off(homes["eve"]).returncode == -9
+    (eve_cut,) = new_folders(known)
+
+    def when(name: str) -> datetime:
+        return collect.parse_timestamp(name.rsplit("+", 3)[2])
+
+    def show(name: str) -> str:
+        return f"{when(name):%Y-%m-%d %H:%M:%S} UTC"
+
+    def cut_off(student: str, name: str, counts: str) -> Problem:
+        return Problem(student, f"a submission that never finished ({show(name)}, {name}: no timestamp.txt, the copy "
+                                f"was cut off or is still under way) was not collected; {counts}", "interrupted")
+
+    eve = cut_off("eve", eve_cut, "they have no finished submission")
+    report = collect.collect_exchange(instructor, AID, exchange=exchange)
+    assert report.collected == [c(instructor, "ada", when(ada_done), "exchange")]
+    assert report.problems == [cut_off("ada", ada_cut, f"their latest finished submission ({show(ada_done)}) counts"), eve]
+    assert (instructor / "submitted" / "ada" / AID / f"{AID}.ipynb").read_bytes() == ada_good
+
+    bob = write("bob", "at once")
+    known = set(inbound.iterdir())
+    submit_at_once([homes["bob"], homes["bob"], homes["ada"]])   # ada's third submission: her cut-off one again
+    added = new_folders(known)
+    assert len(added) == 3 and all((inbound / name / "timestamp.txt").is_file() for name in added)
+    ada_latest = next(name for name in added if name.startswith("ada+"))
+    bob_older, bob_newer = sorted((n for n in added if n.startswith("bob+")), key=lambda n: n.rsplit("+", 3)[2])
+
+    report = collect.collect_exchange(instructor, AID, exchange=exchange)
+    assert report.collected == [c(instructor, "ada", when(ada_latest), "exchange"),
+                                c(instructor, "bob", when(bob_newer), "exchange")]
+    assert report.problems == [
+        cut_off("ada", ada_cut, f"their latest finished submission ({show(ada_latest)}) counts"), eve,
+        Problem("ada", f"an older submission ({show(ada_done)}, {ada_done}) was passed over for the latest "
+                       f"({show(ada_latest)})", "superseded"),
+        Problem("bob", f"an older submission ({show(bob_older)}, {bob_older}) was passed over for the latest "
+                       f"({show(bob_newer)})", "superseded"),
+    ]
+    assert (instructor / "submitted" / "bob" / AID / f"{AID}.ipynb").read_bytes() == bob
+    assert not (instructor / "submitted" / "eve").exists()
+    # nothing in the exchange was lost: every submission is still there, as it was handed in
+    assert (inbound / ada_done / f"{AID}.ipynb").read_bytes() == ada_good
+    assert len(list(inbound.iterdir())) == 6
 
 
 def test_exchange_failures_raise_with_nbgraders_log(tmp_path):
