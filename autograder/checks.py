@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import gc
 import io
 import json
 import linecache
@@ -294,6 +295,7 @@ def _serve(reply: TextIO, warm_up_seconds: float) -> int:
     while True:
         if _grader_gone(reply):
             return 0
+        gc.freeze()   # a job's collections walk only what it made, not torch's objects (see zygote._zygote_main)
         pid = os.fork()
         if pid == 0:
             code = 1

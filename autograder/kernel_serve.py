@@ -41,6 +41,7 @@ kernel's session; when it ends, ``{"exit": code}`` then ``{"clean": true}``.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import queue
@@ -179,6 +180,7 @@ def serve(name_process: Callable[[str], None]) -> int:
         if "kernel" not in request:
             continue
         read_end, write_end = os.pipe()
+        gc.freeze()   # the kernel's collections walk only what the submission made (see zygote._zygote_main)
         pid = os.fork()
         if pid == 0:
             try:

@@ -7,7 +7,8 @@ they left the two cores partly idle; run beside it, they keep both busy.  Each i
 that returns its result.  When collection ends (:func:`start`, called by ``conftest.py``), the jobs
 that a selected test needs start in one background thread, one after another (the longest first);
 the tests that need them are moved to the end of the run (:func:`last`), so that every other test
-runs meanwhile; the fixture then waits for its job (:func:`result`).  A job that raised raises
+runs meanwhile; the fixture then waits for its job (:func:`result`), or runs it itself where the lane has
+not reached it yet.  A job that raised raises
 again in every test that needs it.  A selection without those tests starts nothing.
 
 The jobs are the same work the fixtures did before, with the same assertions after them; only when
@@ -29,6 +30,8 @@ JOBS: dict[str, Callable[[pytest.Session], Any]] = {}
 ORDER: dict[str, int] = {}
 _futures: dict[str, Future] = {}
 _session: list[pytest.Session] = []
+_taken: set[str] = set()
+_taking = threading.Lock()
 
 
 def early(name: str, order: int = 0) -> Callable[[Callable[[pytest.Session], Any]], Callable[[pytest.Session], Any]]:
@@ -70,26 +73,40 @@ def start(session: pytest.Session) -> None:
 
     def lane() -> None:
         for name in names:
-            future = _futures[name]
-            if not future.set_running_or_notify_cancel():
-                continue
-            t = time.monotonic()
-            try:
-                value = JOBS[name](session)
-            except BaseException as exc:  # noqa: BLE001 - raised again in every test that needs it
-                future.set_exception(exc)
-            else:
-                future.set_result(value)
-            print(f"\n[early] {name}: {time.monotonic() - t:.0f} s", flush=True)
+            _run(name, session)
 
     threading.Thread(target=lane, name="early-jobs", daemon=True).start()
 
 
+def _run(name: str, session: pytest.Session) -> None:
+    """Run job ``name`` in this thread unless another thread has taken it."""
+    future = _futures[name]
+    with _taking:
+        if name in _taken:
+            return
+        _taken.add(name)
+    future.set_running_or_notify_cancel()
+    t = time.monotonic()
+    try:
+        value = JOBS[name](session)
+    except BaseException as exc:  # noqa: BLE001 - raised again in every test that needs it
+        future.set_exception(exc)
+    else:
+        future.set_result(value)
+    print(f"\n[early] {name}: {time.monotonic() - t:.0f} s ({threading.current_thread().name})", flush=True)
+
+
 def result(name: str, timeout: float = 7200) -> Any:
-    """The early job's result (waiting for it); without a started job, the job run here and now."""
+    """The early job's result (waiting for it); without a started job, the job run here and now.
+
+    A job the background lane has not reached yet is taken and run here, in the tests' thread: once the
+    other tests are done, the tests' thread would otherwise wait while the lane runs its jobs one after
+    another on one core of two.
+    """
     future = _futures.get(name)
     if future is None:
         return JOBS[name](_session[0])
+    _run(name, _session[0])
     return future.result(timeout=timeout)
 
 
