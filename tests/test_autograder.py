@@ -167,15 +167,6 @@ def _make_decoys() -> tuple[list[Path], list[Path]]:
     return files, made
 
 
-def _tmp(session: pytest.Session, name: str) -> Path:
-    factory = getattr(session.config, "_tmp_path_factory", None)
-    if factory is not None:
-        return factory.mktemp(name)
-    import tempfile
-
-    return Path(tempfile.mkdtemp(prefix=f"dlperf-{name}-"))
-
-
 @early.early("graded_class", order=2)
 def _grade_the_sample_class(session: pytest.Session) -> dict:
     """The sample class collected from an LMS export and graded by the command, with the decoys in place
@@ -183,7 +174,7 @@ def _grade_the_sample_class(session: pytest.Session) -> dict:
     _sandbox_or_skip()
     decoys, made = _make_decoys()
     try:
-        root = _tmp(session, "class") / "course"
+        root = early.tmp(session, "class") / "course"
         root.mkdir()
         samples = sample.sample_class(ASSIGNMENT, root)
         export = sample.write_export(samples, root.parent / "export.zip")
@@ -390,7 +381,7 @@ def _grade_every_fixture(session: pytest.Session) -> dict:
     wanted = [item.callspec.params["assignment"] for item in session.items
               if getattr(item, "module", None) is sys.modules[__name__] and hasattr(item, "callspec")
               and item.originalname == "test_every_fixture_of_the_other_exercises"]
-    root = _tmp(session, "fixtures") / "course"
+    root = early.tmp(session, "fixtures") / "course"
     samples, broken = {}, {}
     for assignment in dict.fromkeys(wanted):
         try:

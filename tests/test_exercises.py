@@ -7,9 +7,13 @@ import json
 import multiprocessing
 import shutil
 import tempfile
-from concurrent.futures import Future, ProcessPoolExecutor
+import threading
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
+import early
 import nbformat
 import pytest
 
@@ -83,14 +87,14 @@ def _errors(nb) -> dict[str, bool]:
 
 
 # The two slow tests of each exercise (its notebooks executed, its submissions graded by nbgrader) are
-# jobs run two at a time, each in a fresh process of its own, so that both cores work: the class
-# autograder grades two submissions at once on this machine anyway, so the hidden checks see no more
-# contention than in every class run.  Each test waits for its own exercise's job and checks its
-# result exactly as it would have run it itself.
+# early jobs (tests/early.py), run beside the other tests, each in one of two processes kept for them
+# (a fresh interpreter, not the test process): the class autograder grades two submissions at once on
+# this machine anyway, so the hidden checks see no more contention than in every class run.  Each test
+# waits for its own exercise's job and checks its result exactly as it would have run it itself.
 
 
 def _self_check_job(aid: str) -> tuple[dict[str, bool], dict[str, bool], str]:
-    """The stub and the reference executed as a student runs them (in a fresh process of the pool)."""
+    """The stub and the reference executed as a student runs them (in a process of the pool)."""
     folder = Path(tempfile.mkdtemp(prefix=f"dlperf-selfcheck-{aid}-"))
     try:
         stub = _execute(nbformat.read(course.release_notebook(aid), as_version=4), folder)
@@ -101,32 +105,44 @@ def _self_check_job(aid: str) -> tuple[dict[str, bool], dict[str, bool], str]:
 
 
 def _nbgrader_job(aid: str) -> list[tuple[str, dict[str, float], course.Graded]]:
-    """The reference and the first fixture graded by nbgrader's autograde (in a fresh process of the pool)."""
+    """The reference and the first fixture graded by nbgrader's autograde (in a process of the pool)."""
     fixtures = course.snippets(aid)
     assert len(fixtures) >= 5, f"tests/submissions/{aid} needs at least five wrong submissions"
     return course.check_submissions(aid, ["solution", fixtures[0].stem], progress=False)
 
 
-JOBS = {"test_self_checks_fail_on_the_stub_and_pass_with_the_solution": _self_check_job,
-        "test_plain_nbgrader_gives_the_stated_scores": _nbgrader_job}
+_POOL: list[ProcessPoolExecutor] = []
+_POOL_LOCK = threading.Lock()
 
 
-@pytest.fixture(scope="module")
-def slow_jobs(request) -> dict[tuple[str, str], Future]:
-    """The jobs of the selected slow tests, submitted at once, in the order the tests run, to two processes."""
-    wanted = [(item.originalname, item.callspec.params["aid"]) for item in request.session.items
-              if getattr(item, "module", None) is request.module  # doctest items have none
-              and item.originalname in JOBS and hasattr(item, "callspec")]
-    pool = ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn"))
-    futures = {key: pool.submit(JOBS[key[0]], key[1]) for key in dict.fromkeys(wanted)}
-    yield futures
-    pool.shutdown(wait=True, cancel_futures=True)
+def _in_pool(job: Callable[[str], Any], aid: str) -> Callable[[pytest.Session], Any]:
+    def run(session: pytest.Session) -> Any:
+        with _POOL_LOCK:
+            if not _POOL:
+                _POOL.append(ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn")))
+                early.at_end(_POOL[0].shutdown)   # its two processes end with the jobs
+        return _POOL[0].submit(job, aid).result()
+    return run
+
+
+def _job_name(test: str, aid: str) -> str:
+    return f"{test}[{aid}]"
+
+
+for _test, _job in {"test_self_checks_fail_on_the_stub_and_pass_with_the_solution": _self_check_job,
+                    "test_plain_nbgrader_gives_the_stated_scores": _nbgrader_job}.items():
+    for _aid in EXERCISES:
+        early.early(_job_name(_test, _aid), order=3,
+                    needed=lambda item, test=_test, aid=_aid: (getattr(item, "originalname", None) == test
+                                                               and early.param(item, "aid") == aid)
+                    )(_in_pool(_job, _aid))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("aid", EXERCISES)
-def test_self_checks_fail_on_the_stub_and_pass_with_the_solution(aid, slow_jobs):
-    failing, passing, text = slow_jobs["test_self_checks_fail_on_the_stub_and_pass_with_the_solution", aid].result()
+def test_self_checks_fail_on_the_stub_and_pass_with_the_solution(aid):
+    failing, passing, text = early.result(_job_name("test_self_checks_fail_on_the_stub_and_pass_with_the_solution",
+                                                    aid))
     assert failing and all(failing.values()), f"self-checks that pass on the stub: {failing}"
     assert passing and not any(passing.values()), f"self-checks that fail on the solution: {passing}"
     assert "Self-check" in text  # the table was printed
@@ -135,7 +151,7 @@ def test_self_checks_fail_on_the_stub_and_pass_with_the_solution(aid, slow_jobs)
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
 @pytest.mark.parametrize("aid", EXERCISES)
-def test_plain_nbgrader_gives_the_stated_scores(aid, slow_jobs):
+def test_plain_nbgrader_gives_the_stated_scores(aid):
     """The reference solution scores 10/10 and a fixture its stated per-cell scores, through plain nbgrader.
 
     Through plain ``nbgrader autograde`` (what the course supports without the class autograder):
@@ -145,7 +161,7 @@ def test_plain_nbgrader_gives_the_stated_scores(aid, slow_jobs):
     tests/test_autograder.py, with the same hidden cells (which gives nbgrader's scores for all of them:
     ``python -m autograder.course grade <id>`` runs them all through nbgrader).
     """
-    rows = slow_jobs["test_plain_nbgrader_gives_the_stated_scores", aid].result()
+    rows = early.result(_job_name("test_plain_nbgrader_gives_the_stated_scores", aid))
     report, wrong = [], []
     for name, expected, graded in rows:
         got = graded.scores

@@ -17,10 +17,11 @@ import re
 import shutil
 import subprocess
 import sys
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import early
 import nbformat
 import pytest
 
@@ -249,31 +250,34 @@ def _grade_both(case: Case, base: Path) -> Graded:
     return Graded(plain, ours, ours_run.returncode, stdout, stderr)
 
 
-@pytest.fixture(scope="module")
-def graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, bubblewrap: None
-           ) -> dict[str, Future]:
-    """The selected cases, graded two at a time (each case's two graders side by side, as above), in the order
-    the tests run: a case is a few single-threaded process starts and short kernels, so a second case
-    keeps the second core busy; nothing here is timed closer than a 5 s sleep against a 30 s limit."""
-    names = [item.callspec.params["case"].name for item in request.session.items
-             if getattr(item, "module", None) is request.module and hasattr(item, "callspec")
-             and "case" in item.callspec.params]
-    course.alembic_on_path()
-    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="nbgrader-case")
-    by_name = {c.name: c for c in CASES}
-    futures = {name: pool.submit(_grade_both, by_name[name],
-                                 tmp_path_factory.mktemp(re.sub(r"\W+", "_", name)))
-               for name in dict.fromkeys(names) if FILES.is_dir()}
-    yield futures
-    pool.shutdown(wait=True, cancel_futures=True)
+# Each case is graded both ways by an early job (tests/early.py), beside the other tests: a case is a few
+# single-threaded process starts and short kernels; nothing here is timed closer than a 5 s sleep against
+# a 30 s limit.
+def _case_job(case: Case) -> Callable[[pytest.Session], Graded]:
+    def grade(session: pytest.Session) -> Graded:
+        course.alembic_on_path()
+        return _grade_both(case, early.tmp(session, re.sub(r"\W+", "_", case.name)))
+    return grade
+
+
+def _job_name(case: Case) -> str:
+    return f"nbgrader-case[{case.name}]"
+
+
+if FILES.is_dir():
+    for _case in CASES:
+        early.early(_job_name(_case), order=2.5,
+                    needed=lambda item, case=_case: (early.param(item, "case") is case
+                                                     and getattr(item, "module", None) is sys.modules[__name__])
+                    )(_case_job(_case))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_the_autograder_grades_nbgraders_fixtures_as_nbgrader_does(case: Case, graded: dict[str, Future]) -> None:
+def test_the_autograder_grades_nbgraders_fixtures_as_nbgrader_does(case: Case, bubblewrap: None) -> None:
     if not FILES.is_dir():
         pytest.skip("nbgrader's test files are not installed")
     students = sorted(case.submissions)
-    run = graded[case.name].result(timeout=900)
+    run = early.result(_job_name(case), timeout=900)
     plain, ours, stdout, stderr = run.plain, run.ours, run.stdout, run.stderr
 
     # Plain nbgrader: what its own test expects (else this case is wrong, not the autograder).

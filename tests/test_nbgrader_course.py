@@ -17,10 +17,10 @@ import os
 import shutil
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import early
 import nbformat
 import pytest
 
@@ -274,14 +274,20 @@ LATE_EXPECTED = {"ontime": (14, 0, 14), "hour": (14, 2, 12), "late45": (4, 4, 0)
 HIDDEN_LINE = "assert sum_of_squares(11) == 506"
 
 
-@pytest.fixture(scope="module")
-def late_course(tmp_path_factory: pytest.TempPathFactory, bubblewrap: None) -> Course:
-    base = tmp_path_factory.mktemp("late")
+@early.early("late_course", order=2.6)
+def _late_course(session: pytest.Session) -> Course:
+    """Graded both ways by an early job (tests/early.py), beside the other tests."""
+    base = early.tmp(session, "late")
     root = build(base, "c.AssignLatePenalties.plugin_class = 'late_plugin.HourlyThenZero'\n"
                        "c.CourseDirectory.feedback_directory = 'returned'\n",
                  {"ps1": {"p1": source_notebook("p1", manual=True), "p2": source_notebook("p2")}}, LATE_WORK,
                  LATE_STAMPS, plugin=LATE_PLUGIN)
     return grade_both(base, root, "ps1")
+
+
+@pytest.fixture(scope="module")
+def late_course(bubblewrap: None) -> Course:
+    return early.result("late_course")
 
 
 def test_export_gives_nbgraders_score_with_late_penalties(late_course: Course) -> None:
@@ -412,13 +418,19 @@ def course_kernel(base: Path) -> dict[str, str]:
     return {"JUPYTER_PATH": str(base / "jupyter")}
 
 
-@pytest.fixture(scope="module")
-def config_course(tmp_path_factory: pytest.TempPathFactory, bubblewrap: None) -> Course:
-    base = tmp_path_factory.mktemp("config")
+@early.early("config_course", order=2.6)
+def _config_course(session: pytest.Session) -> Course:
+    """Graded both ways by an early job (tests/early.py), beside the other tests."""
+    base = early.tmp(session, "config")
     env = course_kernel(base)
     root = build(base, "c.Execute.timeout = 2\n", {"ps1": {"p1": source_notebook("p1")}, "rlab": {"r": R_SOURCE},
                                                     "libs": {"lib": LIBS_SOURCE}}, CONFIG_WORK, env=env)
     return grade_both(base, root, ["ps1", "rlab", "libs"], env=env)
+
+
+@pytest.fixture(scope="module")
+def config_course(bubblewrap: None) -> Course:
+    return early.result("config_course")
 
 
 def test_the_courses_execute_timeout_applies(config_course: Course) -> None:
