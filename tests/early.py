@@ -7,7 +7,8 @@ function of the session, registered with :func:`early` under a name, with the te
 (by default those that use the fixture of that name).  When collection ends (:func:`start`, called by
 ``conftest.py``), the jobs that a selected test needs start in a background thread, one after
 another by ``order`` (the longest first); the tests that need them are moved to the end of the run
-(:func:`last`), so that every other test runs meanwhile in the tests' thread.  A test then asks for
+(:func:`last`), so that every other test runs meanwhile in the tests' thread; the jobs that mostly wait
+(``light``) get a second background lane when the first reaches them.  A test then asks for
 its job's result (:func:`result`).  Where that job has not started, the tests' thread runs it; where
 it is running, the tests' thread runs the next job nobody has taken while it waits.  So once the
 other tests are done, both threads work through the jobs that are left, and both cores stay busy to
@@ -35,6 +36,7 @@ Job = Callable[[pytest.Session], Any]
 JOBS: dict[str, Job] = {}
 ORDER: dict[str, float] = {}
 NEEDED: dict[str, Callable[[pytest.Item], bool]] = {}
+LIGHT: set[str] = set()
 _futures: dict[str, Future] = {}
 _order: list[str] = []          # the started jobs, in the order the background lane takes them
 _session: list[pytest.Session] = []
@@ -43,15 +45,20 @@ _taking = threading.Lock()
 _cleanups: list[Callable[[], Any]] = []
 
 
-def early(name: str, order: float = 0, needed: Callable[[pytest.Item], bool] | None = None
+def early(name: str, order: float = 0, needed: Callable[[pytest.Item], bool] | None = None, light: bool = False
           ) -> Callable[[Job], Job]:
     """Register ``fn(session)`` as the early job ``name``; jobs start by ``order``.  ``needed(item)`` says
-    which tests need it; by default the tests that use the fixture ``name``."""
+    which tests need it; by default the tests that use the fixture ``name``.  ``light``: a job that spends
+    much of its time waiting (process starts, kernels handing cells back and forth): when the background
+    lane reaches the first light job, a second lane starts beside it, so that three threads share the
+    light jobs that are left."""
     def register(fn: Job) -> Job:
         JOBS[name] = fn
         ORDER[name] = order
         if needed is not None:
             NEEDED[name] = needed
+        if light:
+            LIGHT.add(name)
         return fn
     return register
 
@@ -108,8 +115,13 @@ def start(session: pytest.Session) -> None:
     for name in names:
         _futures[name] = Future()
 
+    second: list[threading.Thread] = []
+
     def lane() -> None:
         while (name := _take_next()) is not None:
+            if name in LIGHT and not second and threading.current_thread().name == "early-jobs":
+                second.append(threading.Thread(target=lane, name="early-jobs-2", daemon=True))
+                second[0].start()
             _run(name)
 
     threading.Thread(target=lane, name="early-jobs", daemon=True).start()

@@ -266,7 +266,7 @@ def _job_name(case: Case) -> str:
 
 if FILES.is_dir():
     for _case in CASES:
-        early.early(_job_name(_case), order=2.5,
+        early.early(_job_name(_case), order=2.5, light=True,
                     needed=lambda item, case=_case: (early.param(item, "case") is case
                                                      and getattr(item, "module", None) is sys.modules[__name__])
                     )(_case_job(_case))

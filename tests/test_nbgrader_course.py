@@ -274,7 +274,7 @@ LATE_EXPECTED = {"ontime": (14, 0, 14), "hour": (14, 2, 12), "late45": (4, 4, 0)
 HIDDEN_LINE = "assert sum_of_squares(11) == 506"
 
 
-@early.early("late_course", order=2.6)
+@early.early("late_course", order=2.4, light=True)
 def _late_course(session: pytest.Session) -> Course:
     """Graded both ways by an early job (tests/early.py), beside the other tests."""
     base = early.tmp(session, "late")
@@ -418,7 +418,7 @@ def course_kernel(base: Path) -> dict[str, str]:
     return {"JUPYTER_PATH": str(base / "jupyter")}
 
 
-@early.early("config_course", order=2.6)
+@early.early("config_course", order=2.4, light=True)
 def _config_course(session: pytest.Session) -> Course:
     """Graded both ways by an early job (tests/early.py), beside the other tests."""
     base = early.tmp(session, "config")
