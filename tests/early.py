@@ -1,4 +1,5 @@
-"""Slow, self-contained work started as soon as the tests are collected, and shared by two lanes.
+"""Slow, self-contained work started as soon as the tests are collected, and shared by the tests' thread
+and one or two background lanes.
 
 Most of the suite's time is a few kinds of slow, self-contained work: the book's build, the sample
 class and every exercise's fixtures graded by the class autograder, each exercise's notebooks executed
@@ -119,7 +120,7 @@ def start(session: pytest.Session) -> None:
 
     def lane() -> None:
         while (name := _take_next()) is not None:
-            if name in LIGHT and not second and threading.current_thread().name == "early-jobs":
+            if name in LIGHT and not second:      # (the second lane finds ``second`` filled)
                 second.append(threading.Thread(target=lane, name="early-jobs-2", daemon=True))
                 second[0].start()
             _run(name)
