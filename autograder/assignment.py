@@ -195,8 +195,9 @@ def _in(folder: Path) -> Iterator[None]:
         os.chdir(before)
 
 
-def _generated(course_root: Path, assignment: str, db_url: str, config: Any) -> None:
-    """Make sure nbgrader's gradebook knows the assignment (``generate_assignment`` into a scratch release)."""
+def _generated(course_root: Path, assignment: str, db_url: str, config: Any) -> dict[str, str]:
+    """Make sure nbgrader's gradebook knows the assignment (``generate_assignment`` into a scratch release);
+    the student versions it generated, by notebook name (none where the gradebook knew it already)."""
     from nbgrader.api import Gradebook, MissingEntry
     from nbgrader.apps import NbGraderAPI
 
@@ -206,7 +207,7 @@ def _generated(course_root: Path, assignment: str, db_url: str, config: Any) -> 
     with Gradebook(db_url) as gb:
         try:
             gb.find_assignment(assignment)
-            return
+            return {}
         except MissingEntry:
             pass
     scratch = Path(tempfile.mkdtemp(prefix="dlperf-release-"))
@@ -214,24 +215,31 @@ def _generated(course_root: Path, assignment: str, db_url: str, config: Any) -> 
         config = config.copy()
         config.CourseDirectory.release_directory = str(scratch)
         config.CourseDirectory.db_url = db_url
-        api = NbGraderAPI(coursedir=_coursedir(config), config=config)
+        coursedir = _coursedir(config)
+        api = NbGraderAPI(coursedir=coursedir, config=config)
         with _in(Path(course_root)):
             result = api.generate_assignment(assignment, force=True, create=True)
         if not result.get("success"):
             raise AssignmentError(f"nbgrader generate_assignment {assignment} failed:\n{result.get('error') or ''}"
                                   f"\n{result.get('log') or ''}")
+        out = Path(coursedir.format_path(str(scratch), ".", assignment))
+        return {p.stem: p.read_text() for p in sorted(out.glob("*.ipynb"))}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _release_notebooks(course_root: Path, assignment: str, config: Any, names: list[str]) -> dict[str, str]:
-    """The student versions: the course's release folder when it has them, else generated now (scratch)."""
+def _release_notebooks(course_root: Path, assignment: str, config: Any, names: list[str],
+                       generated: dict[str, str] | None = None) -> dict[str, str]:
+    """The student versions: the course's release folder when it has them, else ``generated`` (what
+    :func:`_generated` just made), else generated now (scratch)."""
     from nbgrader.apps import NbGraderAPI
 
     coursedir = _coursedir(config)
     folder = Path(coursedir.format_path(coursedir.release_directory, ".", assignment))
     if all((folder / f"{n}.ipynb").is_file() for n in names):
         return {n: (folder / f"{n}.ipynb").read_text() for n in names}
+    if generated and all(n in generated for n in names):
+        return {n: generated[n] for n in names}
     scratch = Path(tempfile.mkdtemp(prefix="dlperf-release-"))
     try:
         config = config.copy()
@@ -255,9 +263,9 @@ def load(assignment: str, course_root: Path, db_url: str, mode: str | None = Non
     paths = sorted(folder.glob("*.ipynb"))
     if not paths:
         raise AssignmentError(f"no assignment {assignment!r}: {folder} holds no notebook")
-    _generated(course_root, assignment, db_url, config)
+    generated = _generated(course_root, assignment, db_url, config)
     names = [p.stem for p in paths]
-    releases = _release_notebooks(course_root, assignment, config, names)
+    releases = _release_notebooks(course_root, assignment, config, names, generated)
     specs, declared, gpu = [], set(), False
     for path in paths:
         nb = nbformat.read(path, as_version=4)

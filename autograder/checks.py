@@ -199,6 +199,9 @@ def _prepare(setup_imports: list[str]) -> None:
         with contextlib.suppress(Exception):   # the setup cell's own import reports a failure
             importlib.import_module(name)
     zygote.make_non_dumpable()   # no ptrace, no /proc/<pid>/mem, fd or environ for the student's processes
+    from dlperf.grading.host import index_globals
+
+    index_globals()              # once here, not in every host (see forbid)
 
 
 def _fork_zygote() -> str:

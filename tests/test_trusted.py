@@ -7,10 +7,15 @@ them), the wire, shared memory, the relay between ranks.  The red-team suite
 
 from __future__ import annotations
 
+import ast
 import math
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -319,6 +324,37 @@ def subclass():
             assert s.call("source_length") == 0
             assert s.call("reloaded") is False
     assert torch.amp.GradScaler("cpu").get_scale() == 65536.0   # untouched here
+
+
+def test_forbid_finds_every_alias_through_the_index_as_a_full_walk_would():
+    """The hosts' forbid looks up the forbidden object's places in an index made in the zygote (a full
+    walk of every module in every host copied ~25 ms of pages); modules imported after the index and
+    namespaces that grew since are walked, so every alias goes, old or new."""
+    script = textwrap.dedent('''
+        import sys, types, torch
+        from dlperf.grading import host
+        grown = types.ModuleType("grown_after_index"); sys.modules["grown_after_index"] = grown
+        host.index_globals()
+        grown.alias = torch.amp.GradScaler                     # a namespace that grew since the index
+        late = types.ModuleType("imported_after_index"); late.scaler = torch.amp.GradScaler
+        sys.modules["imported_after_index"] = late             # a module new since the index
+        full = sorted((n, k) for n, m in list(sys.modules.items()) if hasattr(m, "__dict__")
+                      for k, v in list(vars(m).items()) if v is torch.amp.GradScaler)
+        found = sorted((n, k) for n, m in list(sys.modules.items()) if hasattr(m, "__dict__")
+                       for ns, k in host._aliases(torch.amp.GradScaler) if ns is vars(m))
+        host.forbid("torch.amp.GradScaler")
+        left = [(n, k) for n, m in list(sys.modules.items()) if hasattr(m, "__dict__")
+                for k, v in list(vars(m).items()) if isinstance(v, type) and v.__name__ == "GradScaler"
+                and v.__module__ == "torch.amp.grad_scaler"]
+        print(repr((full, found, left)))
+    ''')
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         cwd=str(Path(__file__).resolve().parents[1])).stdout
+    full, found, left = ast.literal_eval(out.strip().splitlines()[-1])
+    assert ("grown_after_index", "alias") in full and ("imported_after_index", "scaler") in full
+    assert ("torch.amp", "GradScaler") in full
+    assert found == full
+    assert left == []
 
 
 def test_the_host_cannot_reach_the_checker():
