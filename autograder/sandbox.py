@@ -421,8 +421,16 @@ class Sandbox:
     # -- the command --------------------------------------------------------------------------
 
     def base_env(self) -> dict[str, str]:
-        """A clean environment; nothing comes from ``os.environ``."""
+        """A clean environment; nothing comes from ``os.environ``.
+
+        ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``: malloc's heap asks for transparent huge pages (where the
+        kernel gives them only to who asks, ``madvise``).  The check run and the kernel server fork a
+        process per host and per submission from a parent holding ~220 MB of torch's memory, half of it
+        malloc's heap; in huge pages its page tables are 512 times smaller, so each fork copies and each
+        exit frees that much less (fork + exit of a torch process here: 9.7 -> 6.0 ms of system time).
+        """
         return {
+            "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1",
             "PATH": os.pathsep.join([os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin", "/bin"]),
             "HOME": str(self.workdir),
             "TMPDIR": "/tmp",
