@@ -29,14 +29,23 @@ hidden checks).
 ``--throughput`` grades the honest class of every exercise once with the
 autograder and prints submissions per hour per worker, for planning a class.
 
+``--class-size N`` grades a class of N submissions with the autograder alone
+(the honest class again and again, each copy under a student id of its own,
+graded as a new submission), ``--runs`` times, and prints the same breakdown:
+how the run's start and end, which do not grow with the class, weigh on a
+class of that size.
+
     .venv/bin/python scripts/bench_grading.py [--runs 3] [--workers 2] [--assignment gradscaler] [--limit N]
     .venv/bin/python scripts/bench_grading.py --throughput [--workers 2]
+    .venv/bin/python scripts/bench_grading.py --class-size 100 [--runs 3] [--workers 2]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
+import itertools
 import os
 import platform
 import shutil
@@ -163,6 +172,12 @@ def breakdown(records: list[dict[str, Any]], workers: int, wall: float, runs: in
     print(f"  overhead      {statistics.median(over):6.2f}   total minus own work, per submission on its worker")
     print(f"  wall / submission per worker: {per_worker:.2f} s (class wall {wall:.1f} s x {workers} workers "
           f"/ {per_run:g} submissions): {per_worker - statistics.median(own):.2f} s over the median own work")
+    print(f"  overhead per submission {statistics.median(over):.2f} s (target <= 0.5 s); wall per submission per "
+          f"worker {per_worker / statistics.median(own):.2f}x the median own work (target <= 1.3x)")
+    # What does not grow with the class: the class wall less what its submissions took on their workers.
+    fixed = wall - statistics.median(float(s["total"]) for s in secs) * per_run / workers
+    print(f"  the run's start and end: about {fixed:.1f} s of the {wall:.1f} s (the class wall less the median "
+          f"submission's total times {per_run:g} / {workers})")
 
 
 def compare(args: argparse.Namespace) -> int:
@@ -199,6 +214,44 @@ def compare(args: argparse.Namespace) -> int:
     return 1 if differ else 0
 
 
+def class_of(assignment: str, size: int) -> dict[str, sample.Sample]:
+    """``size`` submissions by student id: the honest class of ``assignment`` repeated, copy ``k`` of each
+    under ``<student>-copy<k>`` (the originals under their own ids)."""
+    honest = sample.honest(assignment)
+    out: dict[str, sample.Sample] = {}
+    for i, s in zip(range(size), itertools.cycle(honest)):
+        student = s.student if i < len(honest) else f"{s.student}-copy{i // len(honest)}"
+        out[student] = dataclasses.replace(s, student=student, filename="")
+    return out
+
+
+def large_class(args: argparse.Namespace) -> int:
+    copies = class_of(args.assignment, args.class_size)
+    samples = list(copies.values())
+    print(f"a class of {len(samples)} submissions of {args.assignment} (its honest class repeated), autograder "
+          f"only, {args.runs} run(s); {os.cpu_count()} cores, {platform.node()}, {dt.date.today()}, "
+          f"load average {os.getloadavg()[0]:.2f} at the start")
+    walls: list[float] = []
+    records: list[dict[str, Any]] = []
+    for run in range(1, args.runs + 1):
+        base = Path(tempfile.mkdtemp(prefix="dlperf-bench-class-"))
+        try:
+            wall, scores, recs = run_autograder(base, args.assignment, samples, args.workers)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+        # every copy scores what its original scores
+        original = {student: student.split("-copy")[0] for student in copies}
+        differ = {student for student in copies if scores.get(student) != scores.get(original[student])}
+        walls.append(wall)
+        records += recs
+        print(f"run {run}: autograder {wall:6.1f} s for {len(samples)} submissions"
+              f"{'; copies score as their originals' if not differ else f'; copies DIFFER: {sorted(differ)}'}"
+              f"; load {os.getloadavg()[0]:.2f}")
+    breakdown(records, args.workers, statistics.median(walls), runs=len(walls))
+    print(f"load average at the end: {os.getloadavg()[0]:.2f}")
+    return 0
+
+
 def throughput(args: argparse.Namespace) -> int:
     print(f"throughput of the autograder, {args.workers} CPU workers; {os.cpu_count()} cores, {platform.node()}, "
           f"{dt.date.today()}, load average {os.getloadavg()[0]:.2f} at the start")
@@ -223,7 +276,10 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=3, help="runs of the three measurements (default 3)")
     p.add_argument("--limit", type=int, help="only the first N submissions (a quick run)")
     p.add_argument("--throughput", action="store_true", help="submissions per hour per worker, every exercise")
+    p.add_argument("--class-size", type=int, help="grade a class of N submissions with the autograder alone")
     args = p.parse_args()
+    if args.class_size:
+        return large_class(args)
     return throughput(args) if args.throughput else compare(args)
 
 
