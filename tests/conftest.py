@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,6 +79,14 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     early.start(session)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Each test's span into ``DLPERF_TIMELINE`` where it is set (:func:`early.record`)."""
+    start = time.monotonic()
+    yield
+    early.record(item.nodeid, start, time.monotonic())
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -23,6 +23,8 @@ instead (to time a job alone, or to debug one).
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -43,6 +45,7 @@ _order: list[str] = []          # the started jobs, in the order the background 
 _session: list[pytest.Session] = []
 _taken: set[str] = set()
 _taking = threading.Lock()
+_writing = threading.Lock()
 _cleanups: list[Callable[[], Any]] = []
 
 
@@ -161,6 +164,17 @@ def _run(name: str) -> None:
     else:
         future.set_result(value)
     print(f"\n[early] {name}: {time.monotonic() - t:.0f} s ({threading.current_thread().name})", flush=True)
+    record(f"early:{name}", t, time.monotonic())
+
+
+def record(what: str, start: float, end: float) -> None:
+    """With ``DLPERF_TIMELINE=<file>``: append one JSON line (what, thread, start and end in seconds of
+    ``time.monotonic()``) -- each early job's and each test's span, to see how a run used its cores."""
+    path = os.environ.get("DLPERF_TIMELINE")
+    if path:
+        line = json.dumps({"what": what, "thread": threading.current_thread().name, "start": start, "end": end})
+        with _writing, open(path, "a") as f:
+            f.write(line + "\n")
 
 
 def result(name: str, timeout: float = 7200) -> Any:
