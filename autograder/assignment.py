@@ -195,21 +195,11 @@ def _in(folder: Path) -> Iterator[None]:
         os.chdir(before)
 
 
-def _generated(course_root: Path, assignment: str, db_url: str, config: Any) -> dict[str, str]:
-    """Make sure nbgrader's gradebook knows the assignment (``generate_assignment`` into a scratch release);
-    the student versions it generated, by notebook name (none where the gradebook knew it already)."""
-    from nbgrader.api import Gradebook, MissingEntry
+def _generate(course_root: Path, assignment: str, config: Any, db_url: str) -> dict[str, str]:
+    """nbgrader's ``generate_assignment`` into a scratch release folder, recording the assignment in the
+    gradebook at ``db_url``: the student versions it made, by notebook name."""
     from nbgrader.apps import NbGraderAPI
 
-    from . import course
-
-    course.alembic_on_path()
-    with Gradebook(db_url) as gb:
-        try:
-            gb.find_assignment(assignment)
-            return {}
-        except MissingEntry:
-            pass
     scratch = Path(tempfile.mkdtemp(prefix="dlperf-release-"))
     try:
         config = config.copy()
@@ -228,32 +218,35 @@ def _generated(course_root: Path, assignment: str, db_url: str, config: Any) -> 
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _release_notebooks(course_root: Path, assignment: str, config: Any, names: list[str],
-                       generated: dict[str, str] | None = None) -> dict[str, str]:
-    """The student versions: the course's release folder when it has them, else ``generated`` (what
-    :func:`_generated` just made), else generated now (scratch)."""
-    from nbgrader.apps import NbGraderAPI
+def _generated(course_root: Path, assignment: str, db_url: str, config: Any) -> dict[str, str]:
+    """Make sure nbgrader's gradebook knows the assignment (:func:`_generate` where it does not); the
+    student versions generated then (none where the gradebook knew it already)."""
+    from nbgrader.api import Gradebook, MissingEntry
 
+    from . import course
+
+    course.alembic_on_path()
+    with Gradebook(db_url) as gb:
+        try:
+            gb.find_assignment(assignment)
+            return {}
+        except MissingEntry:
+            pass
+    return _generate(course_root, assignment, config, db_url)
+
+
+def _release_notebooks(course_root: Path, assignment: str, config: Any, names: list[str],
+                       generated: dict[str, str]) -> dict[str, str]:
+    """The student versions: the course's release folder when it has them, else ``generated`` (what
+    :func:`_generated` just made), else generated now (with a scratch gradebook)."""
     coursedir = _coursedir(config)
     folder = Path(coursedir.format_path(coursedir.release_directory, ".", assignment))
     if all((folder / f"{n}.ipynb").is_file() for n in names):
         return {n: (folder / f"{n}.ipynb").read_text() for n in names}
-    if generated and all(n in generated for n in names):
-        return {n: generated[n] for n in names}
-    scratch = Path(tempfile.mkdtemp(prefix="dlperf-release-"))
-    try:
-        config = config.copy()
-        config.CourseDirectory.release_directory = str(scratch / "release")
-        config.CourseDirectory.db_url = f"sqlite:///{scratch / 'scratch.db'}"
-        api = NbGraderAPI(coursedir=_coursedir(config), config=config)
-        with _in(Path(course_root)):
-            result = api.generate_assignment(assignment, force=True, create=True)
-        if not result.get("success"):
-            raise AssignmentError(f"nbgrader generate_assignment {assignment} failed:\n{result.get('error') or ''}")
-        out = Path(_coursedir(config).format_path(str(scratch / "release"), ".", assignment))
-        return {n: (out / f"{n}.ipynb").read_text() for n in names}
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    if not all(n in generated for n in names):
+        with tempfile.TemporaryDirectory(prefix="dlperf-scratch-db-") as scratch:
+            generated = _generate(course_root, assignment, config, f"sqlite:///{Path(scratch) / 'scratch.db'}")
+    return {n: generated[n] for n in names}
 
 
 def load(assignment: str, course_root: Path, db_url: str, mode: str | None = None) -> Assignment:

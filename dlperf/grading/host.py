@@ -139,8 +139,8 @@ def forbid(dotted: str) -> None:
 _INDEXED: dict[str, tuple[int, int, frozenset[int]]] = {}
 
 
-def index_globals(again: bool = False) -> None:
-    """Record what every module holds, once (``again``: anew), in the process hosts are forked from.
+def index_globals() -> None:
+    """Record what every module holds, once, in the process hosts are forked from.
 
     :func:`forbid` must find every module attribute that is the forbidden object.  Walking every
     namespace in the host touches every global of some 1,100-2,000 modules (each gets its reference
@@ -150,7 +150,7 @@ def index_globals(again: bool = False) -> None:
     walks only the namespaces that hold the object, that are new since (modules imported later) or
     that changed size; looking an id up in the record only reads it.
     """
-    if _INDEXED and not again:
+    if _INDEXED:      # made already (a fork of the check run that made it)
         return
     _INDEXED.clear()
     for name, module in list(sys.modules.items()):
