@@ -116,6 +116,12 @@ def start(session: pytest.Session) -> None:
     if not names:
         return
     _order[:] = names
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is not None:
+        # pytest makes its base folder on first use and is not thread-safe there: a job's first
+        # ``mktemp`` racing a test's first ``tmp_path`` made two base folders, and pytest refused
+        # the job's path as outside the base it then held. Make it here, before any thread runs.
+        factory.getbasetemp()
     for name in names:
         _futures[name] = Future()
 
