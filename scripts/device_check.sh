@@ -15,6 +15,8 @@
 #     machine keeps .venv and returns at once) and unpacks bubblewrap from it where the image lacks bwrap;
 # then the part `references`:
 #   - runs the CUDA isolation probe (which namespaces CUDA starts in: scripts/cuda_isolation_probe.py);
+#   - reads Nsight Compute's DRAM and L2 byte counters of the course's Triton kernels beside the
+#     interpreter's counts and the book's models (scripts/ncu_traffic.py, at most 110 s);
 #   - executes the chapters that record GPU references, one by one (scripts/gpu_references.py through
 #     gpu_check's references step), keeping each executed notebook;
 # and the part `grading`:
@@ -87,9 +89,10 @@ fi
 timeout 240 make setup PYTHON="$PY" || say "setup FAILED (exit $?)"
 .venv/bin/python -m pip check 2>&1 | sed 's/^/  pip check: /' | head -20
 
-check() {   # check NAME ARGS...: scripts/gpu_check.py bounded by the time left
+check() {   # check NAME ARGS...: scripts/gpu_check.py bounded by the time left (and by $CAP seconds, if set)
   local name=$1; shift
   local t=$(( $(left) - 15 ))
+  if [ -n "${CAP:-}" ] && [ "$t" -gt "$CAP" ]; then t=$CAP; fi
   if [ "$t" -le 20 ]; then say "$name: no time left"; return; fi
   say "$name: up to $t s"
   .venv/bin/python scripts/gpu_check.py --out "_build/gpu-check/$name" --time-limit "$t" "$@" \
@@ -102,6 +105,8 @@ if [ "$PART" != grading ]; then
   # which namespaces CUDA starts in (about 10 s)
   timeout 60 "$PY" scripts/cuda_isolation_probe.py plain userns+pidns all-but-pid+dropcaps \
     userns+mntns+pidns+freshproc all+freshproc+dropcaps all+emptyproc+dropcaps 2>&1 | sed 's/^/  probe: /'
+  # the interpreter's traffic counts beside Nsight Compute's DRAM and L2 counters (about a minute)
+  CAP=110 check ncu --steps ncu
   check references --steps references
 fi
 if [ "$PART" != references ]; then

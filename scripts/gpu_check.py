@@ -15,7 +15,9 @@ its output kept in a log beside the report:
    the report with the command that commits them;
 5. ``references`` -- not by default: only the chapters that record GPU references, executed one by
    one (``scripts/gpu_references.py``: each executed notebook kept, with what its cells printed), for a
-   lent GPU window too short for the whole book (``--chapters`` names some).
+   lent GPU window too short for the whole book (``--chapters`` names some);
+6. ``ncu`` -- not by default: the course's traffic counts of its Triton kernels beside Nsight Compute's DRAM
+   and L2 counters (``scripts/ncu_traffic.py``, into ``ncu/``).
 
 The report, ``_build/gpu-check/report.md`` (``--out``), names the machine, the
 GPU(s), the driver, torch and CUDA, and each step's result and time; it is written
@@ -52,7 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-STEPS = ("tests", "doctor", "sample", "book", "references")
+STEPS = ("tests", "doctor", "sample", "book", "references", "ncu")
 NO_GPU_EXIT = 2
 
 
@@ -190,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "gpu-check", help="report and logs folder")
     parser.add_argument("--steps", default=",".join(STEPS[:4]),
-                        help=f"which steps, in this order (default: {','.join(STEPS[:4])}; also: references)")
+                        help=f"which steps, in this order (default: {','.join(STEPS[:4])}; also: references, ncu)")
     parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
                         help="stop the check after this long (the step then running is reported as stopped)")
     parser.add_argument("--doctor-exercises", metavar="IDS", default=None,
@@ -230,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         "book": Step("book", [py, "scripts/build_book.py", "--fresh"]),
         "references": Step("references", [py, "scripts/gpu_references.py", "--out", str(out / "references"),
                                           *(["--chapters", args.chapters] if args.chapters else [])]),
+        "ncu": Step("ncu", [py, "scripts/ncu_traffic.py", "--out", str(out / "ncu"),
+                            *(["--time-limit", str(args.time_limit)] if args.time_limit is not None else [])]),
     }
     steps = [commands[name] for name in wanted]
     built = ROOT / "_build" / "gpu_reference"
