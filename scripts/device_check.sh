@@ -99,7 +99,14 @@ check() {   # check NAME ARGS...: scripts/gpu_check.py bounded by the time left 
     > "_build/gpu-check/$name.out" 2>&1
   say "$name: exit $? ($(grep -c '' "_build/gpu-check/$name.out") lines of output)"
 }
-EXERCISES=$(.venv/bin/python -c 'from autograder import course; print(",".join(course.assignments()))' 2>/dev/null)
+# EXERCISES=a,b (default: every exercise, those named in $FIRST before the others: the ones no GPU has
+# yet graded 10/10, so that a window cut short still confirms them) and CHAPTERS=a,b (default: every
+# chapter that records a reference) narrow a window's parts
+FIRST=${FIRST:-no_sync_loop,zero1}
+EXERCISES=${EXERCISES:-$(FIRST="$FIRST" .venv/bin/python -c 'import os
+from autograder import course
+first = [e for e in os.environ["FIRST"].split(",") if e in course.assignments()]
+print(",".join(first + [e for e in course.assignments() if e not in first]))' 2>/dev/null)}
 
 if [ "$PART" != grading ]; then
   # which namespaces CUDA starts in (about 10 s)
@@ -107,7 +114,7 @@ if [ "$PART" != grading ]; then
     userns+mntns+pidns+freshproc all+freshproc+dropcaps all+emptyproc+dropcaps 2>&1 | sed 's/^/  probe: /'
   # the interpreter's traffic counts beside Nsight Compute's DRAM and L2 counters (about a minute)
   CAP=110 check ncu --steps ncu
-  check references --steps references
+  check references --steps references ${CHAPTERS:+--chapters "$CHAPTERS"}
 fi
 if [ "$PART" != references ]; then
   check grading --steps tests,doctor --doctor-exercises "$EXERCISES"

@@ -24,9 +24,7 @@ with ``--launch FILE`` (launch each kernel once, write the order of the launches
 from __future__ import annotations
 
 import argparse
-import csv
 import glob
-import io
 import json
 import os
 import shutil
@@ -39,8 +37,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_sectors_srcunit_tex_op_read.sum",
-           "lts__t_sectors_srcunit_tex_op_write.sum", "gpu__time_duration.sum")
+from dlperf.kernels.ncu import DRAM_READ, DRAM_WRITE, L2_READ, L2_WRITE, TIME, parse, table  # noqa: E402
+
+METRICS = (DRAM_READ, DRAM_WRITE, L2_READ, L2_WRITE, TIME)
 KERNELS = ("add_kernel", "strided_load_kernel", "layer_norm_kernel", "matmul_kernel", "flash_fwd_kernel")
 STRIDES = (1, 2, 4, 8, 16, 32)
 N_ADD, N_GATHER, LN_SHAPE = 2**24, 2**20, (4096, 4096)
@@ -98,26 +97,6 @@ def find_ncu() -> str | None:
     return None
 
 
-def parse(text: str) -> list[dict]:
-    """ncu's ``--csv`` rows -> one dict per profiled launch (in ID order): kernel name and metric values."""
-    start = text.find('"ID"')
-    if start < 0:
-        return []
-    launches: dict[int, dict] = {}
-    for row in csv.DictReader(io.StringIO(text[start:])):
-        try:
-            key = int(row["ID"])
-        except (KeyError, TypeError, ValueError):
-            continue
-        entry = launches.setdefault(key, {"kernel": row.get("Kernel Name", ""), "metrics": {}})
-        value = (row.get("Metric Value") or "").replace(",", "")
-        try:
-            entry["metrics"][row["Metric Name"]] = float(value)
-        except ValueError:
-            entry["metrics"][row["Metric Name"]] = None
-    return [launches[k] for k in sorted(launches)]
-
-
 def interpreter_counts() -> dict[str, dict]:
     """The interpreter's counts of the cases small enough for it, in parallel interpreter processes."""
     from dlperf.kernels.traffic import count
@@ -149,28 +128,6 @@ def models(l2_bytes: float, sms: int) -> dict[str, dict]:
             "loaded": fb["load"], "stored": fb["store"], "least_read": 3 * b * h * n * d * 2,
             "standard_bytes": flash.standard_bytes(b * h, n, n, d, 2)}
     return out
-
-
-def table(rows: list[dict]) -> str:
-    """Bytes read and written, counted (or modelled) beside ncu's, and sectors: the interpreter's (loads and
-    stores) beside the L2's (read and write requests from the SMs)."""
-    lines = ["| launch | read, counted (MB) | read, DRAM (MB) | written, counted (MB) | written, DRAM (MB) | "
-             "sectors x 32, counted (MB) | sectors x 32, L2 (MB) | time (us) |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-
-    def mb(x):
-        return "" if x is None else f"{x / 1e6:,.1f}"
-
-    for r in rows:
-        m = r.get("metrics", {})
-        rd, wr = m.get("lts__t_sectors_srcunit_tex_op_read.sum"), m.get("lts__t_sectors_srcunit_tex_op_write.sum")
-        l2 = None if rd is None or wr is None else (rd + wr) * 32
-        t = m.get("gpu__time_duration.sum")
-        lines.append(f"| {r['label']}{' (model)' if 'model' in r else ''} | {mb(r.get('expected_read'))} | "
-                     f"{mb(m.get('dram__bytes_read.sum'))} | {mb(r.get('expected_write'))} | "
-                     f"{mb(m.get('dram__bytes_write.sum'))} | {mb(r.get('interpreter', {}).get('sector_bytes'))} | "
-                     f"{mb(l2)} | {'' if t is None else f'{t / 1e3:,.1f}'} |")
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -228,8 +185,13 @@ def main(argv: list[str] | None = None) -> int:
             row.update(model=mdl, expected_read=mdl.get("model_hbm_read", mdl.get("loaded")),
                        expected_write=mdl.get("stored"))
         rows.append(row)
-    report = {"ncu": ncu, "exit": code, "device": props.name, "l2_bytes": l2, "sms": sms,
-              "torch": torch.__version__, "commit": os.environ.get("DLPERF_COMMIT", ""),
+    import platform
+
+    from dlperf.gpu_reference import _driver
+
+    report = {"ncu": ncu, "exit": code, "device": props.name, "capability": f"{props.major}.{props.minor}",
+              "l2_bytes": l2, "sms": sms, "torch": torch.__version__, "cuda": torch.version.cuda,
+              "driver": _driver(), "python": platform.python_version(), "commit": os.environ.get("DLPERF_COMMIT", ""),
               "date": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()), "metrics": list(METRICS),
               "launches": rows, "unmatched_labels": labels[len(measured):], "seconds": round(time.monotonic() - started, 1)}
     (out / "ncu-traffic.json").write_text(json.dumps(report, indent=1))

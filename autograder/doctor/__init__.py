@@ -118,7 +118,9 @@ def run_doctor(args: argparse.Namespace) -> int:
           f"can this node grade?{' (--gpu: a GPU is required)' if args.gpu else ''}", flush=True)
 
     def progress(line: Line) -> None:
-        print(f"  {line.check}: {line.verdict} ({line.seconds:.1f} s)", flush=True)
+        # the detail at once where something is wrong: a run cut short (a lent GPU's time) still says why
+        why = f": {line.detail}" if line.verdict not in (OK, NA) and line.detail else ""
+        print(f"  {line.check}: {line.verdict} ({line.seconds:.1f} s){why}", flush=True)
 
     report = diagnose(db_url=_db_url(args), settings=settings, gpu_required=args.gpu, exercises=exercises,
                       progress=progress)
