@@ -37,14 +37,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dlperf.kernels.ncu import DRAM_READ, DRAM_WRITE, L2_READ, L2_WRITE, TIME, parse, table  # noqa: E402
+from dlperf.kernels.ncu import (DRAM_READ, DRAM_WRITE, FA_BLOCK, FA_SHAPE, L2_READ, L2_WRITE, LN_SHAPE,  # noqa: E402
+                                MM_BK, MM_GROUPS, MM_N, MM_TILE, N_ADD, N_GATHER, STRIDES, TIME, parse, table)
 
 METRICS = (DRAM_READ, DRAM_WRITE, L2_READ, L2_WRITE, TIME)
 KERNELS = ("add_kernel", "strided_load_kernel", "layer_norm_kernel", "matmul_kernel", "flash_fwd_kernel")
-STRIDES = (1, 2, 4, 8, 16, 32)
-N_ADD, N_GATHER, LN_SHAPE = 2**24, 2**20, (4096, 4096)
-MM_N, MM_TILE, MM_BK, MM_GROUPS = 8192, 128, 64, (1, 8)
-FA_SHAPE, FA_BLOCK = (4, 16, 4096, 64), 64
 
 
 def cases(device: str):

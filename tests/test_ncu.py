@@ -80,3 +80,13 @@ def test_the_script_says_it_needs_a_gpu_and_ncu_and_exits_2_here(tmp_path):
                           capture_output=True, text=True, env={"CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"})
     assert done.returncode == 2, done.stderr
     assert "needs a CUDA device and Nsight Compute" in done.stdout
+
+
+def test_roofline_points_take_flops_from_the_launch_and_bytes_and_time_from_the_counters():
+    report = {"launches": [_row("add", 8e6, 4e6, 0, 0, 10.0), _row("gather_stride_1", 1e6, 1e6, 0, 0, 1.0),
+                           _row("flash_causal", 1e8, 2e7, 0, 0, 500.0)]}
+    points = {p[0]: p for p in ncu.roofline_points(report)}
+    assert sorted(points) == ["add", "flash_causal"]            # a gather computes nothing
+    assert points["add"][1:] == (ncu.N_ADD / 12e6, ncu.N_ADD / 10e-6, "float32")
+    b, h, n, d = ncu.FA_SHAPE
+    assert points["flash_causal"][2] == 2.0 * b * h * n * n * d / 500e-6 and points["flash_causal"][3] == "float16"

@@ -19,14 +19,48 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["COMMITTED", "DRAM_READ", "DRAM_WRITE", "L2_READ", "L2_WRITE", "TIME", "findings", "load", "parse",
-           "source", "table"]
+__all__ = ["COMMITTED", "DRAM_READ", "DRAM_WRITE", "FA_BLOCK", "FA_SHAPE", "L2_READ", "L2_WRITE", "LN_SHAPE",
+           "MM_BK", "MM_GROUPS", "MM_N", "MM_TILE", "N_ADD", "N_GATHER", "STRIDES", "TIME", "findings", "flops",
+           "load", "parse", "roofline_points", "source", "table"]
 
 COMMITTED = Path(__file__).resolve().parents[2] / "book" / "_gpu_reference" / "ncu" / "ncu-traffic.json"
 DRAM_READ, DRAM_WRITE = "dram__bytes_read.sum", "dram__bytes_write.sum"
 L2_READ, L2_WRITE = "lts__t_sectors_srcunit_tex_op_read.sum", "lts__t_sectors_srcunit_tex_op_write.sum"
 TIME = "gpu__time_duration.sum"
 SECTOR = 32
+
+# the launches of scripts/ncu_traffic.py (one home: the script launches them, the pages compute from them)
+STRIDES = (1, 2, 4, 8, 16, 32)
+N_ADD, N_GATHER, LN_SHAPE = 2**24, 2**20, (4096, 4096)        # float32
+MM_N, MM_TILE, MM_BK, MM_GROUPS = 8192, 128, 64, (1, 8)       # bfloat16, dlperf.kernels.grouped.matmul
+FA_SHAPE, FA_BLOCK = (4, 16, 4096, 64), 64                    # float16 (batch, heads, tokens, head dim)
+
+
+def flops(label: str) -> tuple[float, str] | None:
+    """The FLOPs of a launch of the script and the dtype whose roof bounds it; None for the gathers and the
+    LayerNorm (no product or sum to count: data movement only, or a count that depends on conventions)."""
+    if label == "add":
+        return float(N_ADD), "float32"
+    if label.startswith("matmul_group_"):
+        return 2.0 * MM_N**3, "bfloat16"
+    if label.startswith("flash_"):
+        b, h, n, d = FA_SHAPE
+        return 4.0 * b * h * n * n * d / (2 if label.endswith("causal") else 1), "float16"
+    return None
+
+
+def roofline_points(report: dict) -> list[tuple[str, float, float, str]]:
+    """``(label, intensity, FLOP/s, dtype)`` of each launch with FLOPs, every figure measured by ncu: the
+    intensity against the bytes between HBM and the L2 (read and written), the rate over the kernel's time."""
+    points = []
+    for row in report["launches"]:
+        counted = flops(row["label"])
+        m = row["metrics"]
+        if counted is None or not m.get(TIME):
+            continue
+        moved = (m.get(DRAM_READ) or 0.0) + (m.get(DRAM_WRITE) or 0.0)
+        points.append((row["label"], counted[0] / moved, counted[0] / (m[TIME] * 1e-9), counted[1]))
+    return points
 
 
 def parse(text: str) -> list[dict]:
