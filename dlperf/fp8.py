@@ -21,7 +21,9 @@ scaling); Transformer Engine's "delayed" scaling takes them from the ``amax`` hi
 :func:`quantize` does the scaled cast and returns the dequantised ``float32`` tensor;
 :func:`quantization_error` measures relative error and underflow; :func:`capture_linear` collects the
 inputs (activations) and output gradients of every ``nn.Linear`` of a model, the tensors an FP8 matrix
-product would cast.
+product would cast; :func:`scaled_mm` multiplies two matrices in FP8 through ``torch._scaled_mm`` (the
+tensor cores' FP8 product on a GPU that has them; PyTorch emulates it on a CPU), with scales per tensor
+or per row of ``a`` and column of ``b``.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-__all__ = ["FP8", "GRANULARITIES", "capture_linear", "layout", "quantization_error", "quantize"]
+__all__ = ["FP8", "GRANULARITIES", "capture_linear", "layout", "quantization_error", "quantize", "scaled_mm",
+           "scaled_mm_operands"]
 
 FP8 = {"E4M3": torch.float8_e4m3fn, "E5M2": torch.float8_e5m2}
 GRANULARITIES = ("none", "tensor", "row")
@@ -123,3 +126,34 @@ def capture_linear(model: nn.Module, loss: Callable[[], torch.Tensor]) -> dict[s
         for handle in handles:
             handle.remove()
     return found
+
+
+def scaled_mm_operands(a: torch.Tensor, b: torch.Tensor, granularity: str = "tensor",
+                       dtype: torch.dtype = torch.float8_e4m3fn):
+    """The operands of ``torch._scaled_mm`` for ``a @ b`` (``a``: M x K, ``b``: K x N): ``(a8, b8, sa, sb)``.
+
+    ``a8``, ``b8`` are the scaled casts (``b8`` column-major, as ``_scaled_mm`` wants it); ``sa``, ``sb`` the
+    *dequantising* scales in float32 (``amax / max_fp8``: the product is ``(a8 @ b8) * sa * sb``), one number
+    each (``"tensor"``) or one per row of ``a`` (M x 1) and per column of ``b`` (1 x N) (``"row"``: the sums
+    run along K, so a scale along M or N can be taken out of them)."""
+    if granularity not in ("tensor", "row"):
+        raise ValueError(f"granularity must be 'tensor' or 'row', got {granularity!r}")
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"a (M x K) @ b (K x N): got {tuple(a.shape)} and {tuple(b.shape)}")
+    fmax = torch.finfo(dtype).max
+    a, b = a.float(), b.float()
+    if granularity == "tensor":
+        sa, sb = a.abs().amax() / fmax, b.abs().amax() / fmax
+    else:
+        sa, sb = a.abs().amax(dim=1, keepdim=True) / fmax, b.abs().amax(dim=0, keepdim=True) / fmax
+    sa, sb = sa.clamp(min=_EPS / fmax), sb.clamp(min=_EPS / fmax)
+    a8 = (a / sa).clamp(-fmax, fmax).to(dtype)
+    b8 = (b / sb).clamp(-fmax, fmax).to(dtype).t().contiguous().t()      # column-major
+    return a8, b8, sa, sb
+
+
+def scaled_mm(a: torch.Tensor, b: torch.Tensor, granularity: str = "tensor",
+              dtype: torch.dtype = torch.float8_e4m3fn, out_dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
+    """``a @ b`` with both operands cast to FP8 (:func:`scaled_mm_operands`), by ``torch._scaled_mm``."""
+    a8, b8, sa, sb = scaled_mm_operands(a, b, granularity, dtype)
+    return torch._scaled_mm(a8, b8, scale_a=sa, scale_b=sb, out_dtype=out_dtype)

@@ -71,3 +71,24 @@ def test_capture_linear_returns_each_layers_operands():
     p = torch.softmax(model(x), -1)                                    # d(mean CE)/d(logits)
     torch.testing.assert_close(got["2"]["gradient"], (p - nn.functional.one_hot(y, 3)) / 5)
     assert not model[0]._forward_hooks and not model[0]._backward_hooks
+
+
+@pytest.mark.parametrize("granularity", ["tensor", "row"])
+def test_scaled_mm_operands_dequantise_to_the_inputs_and_their_product_to_the_product(granularity):
+    g = torch.Generator().manual_seed(3)
+    a, b = torch.randn(48, 64, generator=g), torch.randn(64, 40, generator=g)
+    a[5] *= 100                                              # an outlier row of a
+    a8, b8, sa, sb = fp8.scaled_mm_operands(a, b, granularity)
+    assert a8.dtype == b8.dtype == torch.float8_e4m3fn and b8.stride() == (1, 64)       # b column-major
+    assert sa.shape == (() if granularity == "tensor" else (48, 1))
+    assert sb.shape == (() if granularity == "tensor" else (1, 40))
+    fmax = torch.finfo(torch.float8_e4m3fn).max
+    assert (a8.float() * sa).abs().amax() == pytest.approx(a.abs().amax().item(), rel=1e-6)
+    assert (a8.float().abs().amax(dim=1) == fmax).all() == (granularity == "row")    # each row on the largest
+    exact = a @ b
+    got = fp8.scaled_mm(a, b, granularity).float()
+    assert ((got - exact).norm() / exact.norm()).item() < 0.06      # E4M3: 3 mantissa bits
+    with pytest.raises(ValueError, match="granularity"):
+        fp8.scaled_mm_operands(a, b, "none")
+    with pytest.raises(ValueError, match="M x K"):
+        fp8.scaled_mm_operands(a, a, granularity)
