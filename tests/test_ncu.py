@@ -90,3 +90,10 @@ def test_roofline_points_take_flops_from_the_launch_and_bytes_and_time_from_the_
     assert points["add"][1:] == (ncu.N_ADD / 12e6, ncu.N_ADD / 10e-6, "float32")
     b, h, n, d = ncu.FA_SHAPE
     assert points["flash_causal"][2] == 2.0 * b * h * n * n * d / 500e-6 and points["flash_causal"][3] == "float16"
+
+
+def test_the_html_table_has_the_markdown_tables_cells():
+    rows = [_row("add", 8e6, 4e6, 2.5e5, 1.25e5, 10.0, interpreter={"loaded": 8e6, "stored": 4e6, "sector_bytes": 12e6})]
+    page = ncu.html_table(rows)
+    assert page.startswith('<table class="dlperf-table">') and page.count("<tr>") == 2
+    assert "<th>launch</th>" in page and ">8.0</td>" in page and ">12.0</td>" in page and "---" not in page

@@ -14,6 +14,7 @@ comparisons the pages state (:func:`findings`), so that every figure on a page c
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any
 
 __all__ = ["COMMITTED", "DRAM_READ", "DRAM_WRITE", "FA_BLOCK", "FA_SHAPE", "L2_READ", "L2_WRITE", "LN_SHAPE",
            "MM_BK", "MM_GROUPS", "MM_N", "MM_TILE", "N_ADD", "N_GATHER", "STRIDES", "TIME", "findings", "flops",
-           "load", "parse", "roofline_points", "source", "table"]
+           "html_table", "load", "parse", "roofline_points", "source", "table"]
 
 COMMITTED = Path(__file__).resolve().parents[2] / "book" / "_gpu_reference" / "ncu" / "ncu-traffic.json"
 DRAM_READ, DRAM_WRITE = "dram__bytes_read.sum", "dram__bytes_write.sum"
@@ -160,6 +161,20 @@ def findings(report: dict) -> dict[str, Any]:
                                  "asked": fa["model"]["loaded"], "standard": fa["model"]["standard_bytes"],
                                  "us": fa["metrics"][TIME] / 1e3}
     return out
+
+
+def html_table(rows: list[dict]) -> str:
+    """:func:`table` as an HTML table (what a page shows; Markdown tables are not rendered from outputs)."""
+    lines = table(rows).splitlines()
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines if not line.startswith("| ---")]
+    head, body = cells[0], cells[1:]
+    out = ['<table class="dlperf-table"><thead><tr>' + "".join(f"<th>{html.escape(c)}</th>" for c in head)
+           + "</tr></thead><tbody>"]
+    for row in body:
+        right = ' style="text-align:right"'
+        out.append("<tr>" + "".join(f"<td{'' if i == 0 else right}>{html.escape(c)}</td>"
+                                    for i, c in enumerate(row)) + "</tr>")
+    return "".join(out) + "</tbody></table>"
 
 
 def table(rows: list[dict]) -> str:
