@@ -35,6 +35,8 @@ Measurements, CPU or GPU alike (no allocator statistics needed):
 * :class:`SavedTensors` / :func:`saved_tensor_bytes` count the bytes autograd
   saves for backward, with :func:`torch.autograd.graph.saved_tensors_hooks`,
   each storage once;
+* :func:`reserved_growth` (CUDA only) follows PyTorch's caching allocator while a step runs again and
+  again: how far its reserved memory grows, and the peak of live tensors;
 * :class:`MasterWeightOptimizer` is a small, real mixed-precision optimizer
   (low-precision model, fp32 master copy inside the optimizer), so that the
   mixed-precision formula can be checked against real tensors too.
@@ -58,6 +60,7 @@ __all__ = [
     "gpt_layer_activation_bytes",
     "measure_state_bytes",
     "model_state_bytes",
+    "reserved_growth",
     "saved_tensor_bytes",
     "zero_communication_bytes",
     "zero_memory_bytes",
@@ -413,3 +416,24 @@ def saved_tensor_bytes(fn: Callable[..., Any], *args: Any, exclude: Iterable[tor
         out = fn(*args, **kwargs)
         del out
     return saved
+
+
+def reserved_growth(step: Callable[[int], Any], iterations: int, device: Any) -> tuple[list[float], float]:
+    """Run ``step(i)`` for ``i`` in ``range(iterations)`` on a CUDA ``device``; return, after each call, how much
+    ``torch.cuda.memory_reserved`` (what the caching allocator holds) had grown since the start, in MiB, and
+    how far ``torch.cuda.max_memory_allocated`` (live tensors) rose above the start, in MiB.
+
+    Starts from an empty cache (``torch.cuda.empty_cache`` after a synchronisation), so that blocks left by
+    earlier work do not hide the growth; ends with a synchronisation (queued work counted)."""
+    torch.cuda.synchronize(device)
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats(device)
+    base, live = torch.cuda.memory_reserved(device), torch.cuda.memory_allocated(device)
+    curve = []
+    for i in range(iterations):
+        step(i)
+        curve.append((torch.cuda.memory_reserved(device) - base) / 2**20)
+    torch.cuda.synchronize(device)
+    peak = (torch.cuda.max_memory_allocated(device) - live) / 2**20
+    torch.cuda.empty_cache()
+    return curve, peak

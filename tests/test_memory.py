@@ -257,3 +257,19 @@ def test_breakdown_arithmetic():
     assert a.model_state == 6 and a.total == 15
     assert (a + a).total == 30 and a.scaled(2).params == 2
     assert "GB" in str(a.scaled(1e9))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_reserved_growth_follows_the_allocator_while_tensors_are_kept():
+    kept = []
+
+    def step(i):
+        kept.append(torch.empty(2**20, device="cuda"))      # 4 MiB each, all kept alive
+
+    curve, live = M.reserved_growth(step, 8, "cuda")
+    assert len(curve) == 8 and curve == sorted(curve) and curve[-1] >= 8 * 4
+    assert live >= 8 * 4 and live < 8 * 4 + 2
+    kept.clear()
+    curve, live = M.reserved_growth(lambda i: torch.empty(2**20, device="cuda"), 8, "cuda")
+    assert max(curve) == curve[0] and live <= 4.5          # each freed block is reused: no growth after the first
