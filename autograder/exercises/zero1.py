@@ -68,8 +68,12 @@ TOLERANCE = {"rtol": 1e-5, "atol": 1e-6}
 STEPS = 3
 MIB = 1 << 20
 WIDE = 4 * MIB            # parameter bytes from which a run's memory is measured (and compared)
-SLACK = 4 * MIB           # a rank may hold this much more than the calibration rank
-GROWTH = 2 * MIB          # ... and grow this much more than it from the first step to the last
+# Resident memory moves in 2 MiB steps where malloc's heap is in transparent huge pages (the sandbox asks for
+# them: autograder.sandbox), so a rank and the calibration rank may differ by a page or two with nothing kept:
+# the reference once grew 2.3 MiB more than its calibration rank, under a 2 MiB bound.  Three pages each; the
+# smallest violation of the fixtures is a whole copy of the wide model's gradients, 12 MiB a step.
+SLACK = 6 * MIB           # a rank may hold this much more than the calibration rank
+GROWTH = 6 * MIB          # ... and grow this much more than it from the first step to the last
 PARTITION_CASES = 300
 CALIBRATION_OWNS = [-1]   # the calibration rank's optimizer holds the last parameter (a bias) only
 
