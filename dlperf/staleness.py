@@ -211,7 +211,8 @@ def sequential_reference(cfg: Config, workers: int) -> dict[str, Any]:
 
 
 def _serve(cfg: Config, workers: int, t0: float) -> dict[str, Any]:
-    """Rank 0: hold the weights, answer pulls when :func:`ssp_ready` allows, apply pushes."""
+    """Rank 0: hold the weights, answer pulls when :func:`ssp_ready` allows (the first ones once every worker
+    has sent its first), apply pushes."""
     X, y = make_problem(cfg.samples, cfg.features, cfg.seed)
     w = torch.zeros(cfg.features)
     update = sgd(cfg.lr)
@@ -219,6 +220,9 @@ def _serve(cfg: Config, workers: int, t0: float) -> dict[str, Any]:
     applied = 0                     # gradients applied so far (the weights' version)
     read_version: dict[tuple[int, int], int] = {}
     waiting: list[tuple[int, int, float]] = []  # pulls not answered yet: (worker, clock, asked at)
+    # workers whose first pull has come: the first pulls are answered together, so that every worker starts
+    # from the initial weights (one worker's late start would otherwise read a fast one's first gradient)
+    started: set[int] = set()
     sync_inbox: dict[int, dict[int, torch.Tensor]] = {}
     pulls, updates = [], [dict(t=0.0, applied=0, loss=loss_of(w, X, y), worker=-1, clock=-1, delay=0)]
     stopped, discarded = 0, 0
@@ -265,10 +269,12 @@ def _serve(cfg: Config, workers: int, t0: float) -> dict[str, Any]:
                 applied += 1
                 log_update(worker, clock, applied - 1 - read_version[(worker, clock)])
             clock += 1
+        else:
+            started.add(worker)
         waiting.append((worker, clock, time.perf_counter() - t0))
         still = []
         for worker_, clock_, asked in waiting:  # answer every pull the rule now allows, in arrival order
-            if applied >= cfg.target or ssp_ready(clock_, min(clocks), cfg.s):
+            if len(started) == workers and (applied >= cfg.target or ssp_ready(clock_, min(clocks), cfg.s)):
                 answer(worker_, clock_, asked)
             else:
                 still.append((worker_, clock_, asked))

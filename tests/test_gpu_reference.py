@@ -185,9 +185,11 @@ def noted(doc: str) -> list[str]:
 def test_the_gpu_only_phenomena_of_the_chapters_have_a_reference_note():
     found = {doc: noted(doc) for doc in toc_files()}
     assert found["book/compilers"] == ["gelu_trace", "reduce_overhead"]
-    assert found["book/async"] == ["launch", "launch_trace", "queue", "item", "streams", "copies"]
+    assert found["book/async"] == ["launch", "launch_trace", "launch_spans", "queue", "item", "streams", "copies",
+                                   "deep_queue"]
     assert found["book/memory"] == ["state", "checkpointing", "accumulation"]
-    assert found["book/auto-parallelism"] == ["cpu_gpu", "overlap"]
+    assert found["book/auto-parallelism"] == ["cpu_gpu", "streams", "overlap"]
+    assert found["book/attention-kernels"] == ["flash", "fp8"]
     assert found["book/hardware"] == ["probe"]
     assert found["book/mixed-precision"] == ["speed"]
     for doc, keys in found.items():

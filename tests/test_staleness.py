@@ -103,3 +103,28 @@ def test_the_simulator_keeps_the_bound_and_the_closed_forms():
 def test_an_unknown_mode_is_refused():
     with pytest.raises(ValueError, match="mode"):
         S.Config("bsp")
+
+
+def late_start_worker(configs):
+    """``staleness_worker`` with worker 1's first pull late by more than ten of the others' steps."""
+    import time
+
+    work = S._work
+
+    def late(cfg, worker):
+        if worker == 1:
+            time.sleep(0.05)
+        return work(cfg, worker)
+
+    S._work = late
+    return S.staleness_worker(configs)
+
+
+def test_a_late_first_pull_reads_the_initial_weights_as_every_other_first_pull():
+    # without the start barrier the late worker read the others' first gradients at clock 0 (found flaky on a
+    # loaded machine: ssp0 then differs from sync)
+    results = launch("test_staleness:late_start_worker", W + 1, args=([CONFIGS["ssp0"]],),
+                     backend="gloo", start_method="fork", timeout=120, verbose=False)
+    pulls = results[0][0]["pulls"]
+    assert pulls and all(p["version"] == W * p["clock"] for p in pulls), \
+        [(p["worker"], p["clock"], p["version"]) for p in pulls if p["version"] != W * p["clock"]]
