@@ -182,17 +182,13 @@ def main(argv: list[str] | None = None) -> int:
             row.update(model=mdl, expected_read=mdl.get("model_hbm_read", mdl.get("loaded")),
                        expected_write=mdl.get("stored"))
         rows.append(row)
-    import platform
+    from dlperf.gpu_reference import provenance
 
-    from dlperf.gpu_reference import _driver
-
-    report = {"ncu": ncu, "exit": code, "device": props.name, "capability": f"{props.major}.{props.minor}",
-              "l2_bytes": l2, "sms": sms, "torch": torch.__version__, "cuda": torch.version.cuda,
-              "driver": _driver(), "python": platform.python_version(), "commit": os.environ.get("DLPERF_COMMIT", ""),
-              "date": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()), "metrics": list(METRICS),
+    report = {"ncu": ncu, "exit": code, **provenance("cuda"),     # device, capability, torch, CUDA, driver, ...
+              "l2_bytes": l2, "sms": sms, "metrics": list(METRICS),
               "launches": rows, "unmatched_labels": labels[len(measured):], "seconds": round(time.monotonic() - started, 1)}
     (out / "ncu-traffic.json").write_text(json.dumps(report, indent=1))
-    (out / "ncu-traffic.md").write_text(f"# ncu against the course's counts on {props.name}\n\n{table(rows)}\n")
+    (out / "ncu-traffic.md").write_text(f"# ncu against the course's counts on {report['device']}\n\n{table(rows)}\n")
     print(table(rows))
     print(f"ncu-traffic: exit {code}, {len(measured)} launches measured of {len(labels)}, "
           f"{report['seconds']} s")

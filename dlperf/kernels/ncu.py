@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["COMMITTED", "DRAM_READ", "DRAM_WRITE", "FA_BLOCK", "FA_SHAPE", "L2_READ", "L2_WRITE", "LN_SHAPE",
-           "MM_BK", "MM_GROUPS", "MM_N", "MM_TILE", "N_ADD", "N_GATHER", "STRIDES", "TIME", "findings", "flops",
+           "HEADER", "MM_BK", "MM_GROUPS", "MM_N", "MM_TILE", "N_ADD", "N_GATHER", "STRIDES", "TIME", "findings", "flops",
            "html_table", "load", "parse", "roofline_points", "source", "table"]
 
 COMMITTED = Path(__file__).resolve().parents[2] / "book" / "_gpu_reference" / "ncu" / "ncu-traffic.json"
@@ -163,37 +163,39 @@ def findings(report: dict) -> dict[str, Any]:
     return out
 
 
-def html_table(rows: list[dict]) -> str:
-    """:func:`table` as an HTML table (what a page shows; Markdown tables are not rendered from outputs)."""
-    lines = table(rows).splitlines()
-    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines if not line.startswith("| ---")]
-    head, body = cells[0], cells[1:]
-    out = ['<table class="dlperf-table"><thead><tr>' + "".join(f"<th>{html.escape(c)}</th>" for c in head)
-           + "</tr></thead><tbody>"]
-    for row in body:
-        right = ' style="text-align:right"'
-        out.append("<tr>" + "".join(f"<td{'' if i == 0 else right}>{html.escape(c)}</td>"
-                                    for i, c in enumerate(row)) + "</tr>")
-    return "".join(out) + "</tbody></table>"
+HEADER = ("launch", "read, counted (MB)", "read, DRAM (MB)", "written, counted (MB)", "written, DRAM (MB)",
+          "sectors x 32, counted (MB)", "sectors x 32, L2 (MB)", "time (us)")
 
 
-def table(rows: list[dict]) -> str:
-    """A Markdown table: bytes read and written, counted (or modelled) beside ncu's, and sectors: the
-    interpreter's (loads and stores) beside the L2's (read and write requests from the SMs)."""
-    lines = ["| launch | read, counted (MB) | read, DRAM (MB) | written, counted (MB) | written, DRAM (MB) | "
-             "sectors x 32, counted (MB) | sectors x 32, L2 (MB) | time (us) |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-
+def _cells(rows: list[dict]) -> list[list[str]]:
+    """Per launch, the cells under :data:`HEADER`: bytes read and written, counted (or modelled) beside ncu's,
+    and sectors: the interpreter's (loads and stores) beside the L2's (read and write requests from the SMs)."""
     def mb(x: float | None) -> str:
         return "" if x is None else f"{x / 1e6:,.1f}"
 
+    out = []
     for r in rows:
         m = r.get("metrics", {})
         rd, wr = m.get(L2_READ), m.get(L2_WRITE)
-        l2 = None if rd is None or wr is None else (rd + wr) * SECTOR
         t = m.get(TIME)
-        lines.append(f"| {r['label']}{' (model)' if 'model' in r else ''} | {mb(r.get('expected_read'))} | "
-                     f"{mb(m.get(DRAM_READ))} | {mb(r.get('expected_write'))} | {mb(m.get(DRAM_WRITE))} | "
-                     f"{mb((r.get('interpreter') or {}).get('sector_bytes'))} | {mb(l2)} | "
-                     f"{'' if t is None else f'{t / 1e3:,.1f}'} |")
-    return "\n".join(lines)
+        out.append([f"{r['label']}{' (model)' if 'model' in r else ''}", mb(r.get("expected_read")),
+                    mb(m.get(DRAM_READ)), mb(r.get("expected_write")), mb(m.get(DRAM_WRITE)),
+                    mb((r.get("interpreter") or {}).get("sector_bytes")),
+                    mb(None if rd is None or wr is None else (rd + wr) * SECTOR),
+                    "" if t is None else f"{t / 1e3:,.1f}"])
+    return out
+
+
+def table(rows: list[dict]) -> str:
+    """The launches as a Markdown table (the script's ``ncu-traffic.md``)."""
+    lines = ["| " + " | ".join(HEADER) + " |", "| --- |" + " ---: |" * (len(HEADER) - 1)]
+    return "\n".join(lines + ["| " + " | ".join(cells) + " |" for cells in _cells(rows)])
+
+
+def html_table(rows: list[dict]) -> str:
+    """The launches as an HTML table (what a page shows; Markdown tables are not rendered from outputs)."""
+    right = ' style="text-align:right"'
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in HEADER)
+    body = "".join("<tr>" + "".join(f"<td{'' if i == 0 else right}>{html.escape(c)}</td>" for i, c in enumerate(cells))
+                   + "</tr>" for cells in _cells(rows))
+    return f'<table class="dlperf-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
