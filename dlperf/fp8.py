@@ -35,8 +35,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-__all__ = ["FP8", "GRANULARITIES", "capture_linear", "layout", "quantization_error", "quantize", "scaled_mm",
-           "scaled_mm_operands"]
+__all__ = ["FP8", "GRANULARITIES", "capture_linear", "emulated_scaled_mm", "layout", "quantization_error", "quantize",
+           "scaled_mm", "scaled_mm_operands"]
 
 FP8 = {"E4M3": torch.float8_e4m3fn, "E5M2": torch.float8_e5m2}
 GRANULARITIES = ("none", "tensor", "row")
@@ -154,6 +154,19 @@ def scaled_mm_operands(a: torch.Tensor, b: torch.Tensor, granularity: str = "ten
 
 def scaled_mm(a: torch.Tensor, b: torch.Tensor, granularity: str = "tensor",
               dtype: torch.dtype = torch.float8_e4m3fn, out_dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
-    """``a @ b`` with both operands cast to FP8 (:func:`scaled_mm_operands`), by ``torch._scaled_mm``."""
+    """``a @ b`` with both operands cast to FP8 (:func:`scaled_mm_operands`), by ``torch._scaled_mm``.
+
+    On a CPU with scales per row, the same product of the same FP8 operands is computed in float32
+    (:func:`emulated_scaled_mm`): torch 2.11's CPU backend takes per-tensor scales only (an H200 build,
+    2026-11-30: "Now _scaled_mm only supports per-tensor scaling for CPU backend")."""
     a8, b8, sa, sb = scaled_mm_operands(a, b, granularity, dtype)
+    if a8.device.type == "cpu" and granularity != "tensor":
+        return emulated_scaled_mm(a8, b8, sa, sb, out_dtype)
     return torch._scaled_mm(a8, b8, scale_a=sa, scale_b=sb, out_dtype=out_dtype)
+
+
+def emulated_scaled_mm(a8: torch.Tensor, b8: torch.Tensor, sa: torch.Tensor, sb: torch.Tensor,
+                       out_dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
+    """What ``torch._scaled_mm(a8, b8, scale_a=sa, scale_b=sb)`` computes: the FP8 values multiplied exactly
+    (each product of two FP8 numbers is exact in float32) and summed in float32, then scaled."""
+    return ((a8.float() @ b8.float()) * sa * sb).to(out_dtype)

@@ -92,3 +92,19 @@ def test_scaled_mm_operands_dequantise_to_the_inputs_and_their_product_to_the_pr
         fp8.scaled_mm_operands(a, b, "none")
     with pytest.raises(ValueError, match="M x K"):
         fp8.scaled_mm_operands(a, a, granularity)
+
+
+@pytest.mark.parametrize("granularity", ["tensor", "row"])
+def test_the_emulated_product_is_what_scaled_mm_computes(granularity):
+    """The CPU stand-in for rowwise scales (torch 2.11's CPU backend has per-tensor scales only) against
+    torch._scaled_mm itself, where this torch computes it on the CPU."""
+    g = torch.Generator().manual_seed(3)
+    a, b = torch.randn(64, 96, generator=g) * 5, torch.randn(96, 48, generator=g) / 3
+    ops = fp8.scaled_mm_operands(a, b, granularity)
+    try:
+        real = torch._scaled_mm(*ops[:2], scale_a=ops[2], scale_b=ops[3], out_dtype=torch.float32)
+    except RuntimeError as exc:
+        pytest.skip(f"this torch's CPU _scaled_mm refuses {granularity} scales: {exc}")
+    emulated = fp8.emulated_scaled_mm(*ops, out_dtype=torch.float32)
+    torch.testing.assert_close(emulated, real, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(fp8.scaled_mm(a, b, granularity, out_dtype=torch.float32), real, rtol=1e-5, atol=1e-4)
