@@ -28,6 +28,12 @@ hidden checks).
 
 ``--throughput`` grades the honest class of every exercise once with the
 autograder and prints submissions per hour per worker, for planning a class.
+With ``--gpu`` it grades on the machine's GPU workers (one job per GPU) instead
+of CPU workers, checks every submission's score against what its fixture
+expects, and estimates the wait of a class of 100 (the run's start, then 100
+submissions at the measured rate); ``--time-limit`` stops before an exercise
+that would start after it, and ``--json`` writes the rows as they come (a lent
+GPU window: ``scripts/gpu_check.py --steps throughput``).
 
 ``--class-size N`` grades a class of N submissions with the autograder alone
 (the honest class again and again, each copy under a student id of its own,
@@ -37,6 +43,7 @@ class of that size.
 
     .venv/bin/python scripts/bench_grading.py [--runs 3] [--workers 2] [--assignment gradscaler] [--limit N]
     .venv/bin/python scripts/bench_grading.py --throughput [--workers 2]
+    .venv/bin/python scripts/bench_grading.py --throughput --gpu [--limit 6] [--time-limit 300] [--json FILE]
     .venv/bin/python scripts/bench_grading.py --class-size 100 [--runs 3] [--workers 2]
 """
 
@@ -46,6 +53,7 @@ import argparse
 import dataclasses
 import datetime as dt
 import itertools
+import json
 import os
 import platform
 import shutil
@@ -108,14 +116,17 @@ def run_nbgrader(base: Path, assignment: str, samples: list[sample.Sample]) -> t
     return seconds, scores
 
 
-def run_autograder(base: Path, assignment: str, samples: list[sample.Sample], workers: int
+def run_autograder(base: Path, assignment: str, samples: list[sample.Sample], workers: int, gpu: bool = False
                    ) -> tuple[float, dict[str, float], list[dict[str, Any]]]:
+    """Grade ``samples`` with ``autograder grade``: on ``workers`` CPU workers, or (``gpu``) on the machine's
+    GPU workers, one job per GPU."""
     root = base / "autograder"
     root.mkdir()
     sample.place(samples, root, assignment, "2026-11-21 12:00:00.000000 UTC")
     start = time.perf_counter()
+    where = [] if gpu else ["--cpu", f"--workers={workers}"]
     result = subprocess.run([sys.executable, "-m", "autograder", "--course", str(root), "grade", assignment,
-                             "--cpu", f"--workers={workers}"], cwd=REPO, capture_output=True, text=True)
+                             *where], cwd=REPO, capture_output=True, text=True)
     seconds = time.perf_counter() - start
     if result.returncode != 0:
         print(result.stdout[-3000:], result.stderr[-3000:])
@@ -253,21 +264,63 @@ def large_class(args: argparse.Namespace) -> int:
     return 1 if differ else 0
 
 
+def gpu_count() -> int:
+    """The GPUs this machine's autograder grades on (0 without CUDA)."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def plan_row(assignment: str, samples: list[sample.Sample], wall: float, scores: dict[str, float],
+             records: list[dict[str, Any]], workers: int) -> dict[str, Any]:
+    """One exercise's planning figures: its rate per worker, the median submission on its worker, the run's
+    start and end (what does not grow with the class), a class of 100's wait, and the scores that differ
+    from what the fixtures expect."""
+    secs = [r["seconds"] for r in records if r["outcome"] == "graded"]
+    median = statistics.median(float(s["total"]) for s in secs) if secs else float("nan")
+    fixed = max(0.0, wall - median * len(samples) / workers) if secs else float("nan")
+    per_hour = len(samples) / wall * 3600
+    return {"exercise": assignment, "submissions": len(samples), "wall_s": round(wall, 2),
+            "per_hour_per_worker": round(per_hour / workers), "median_submission_s": round(median, 2),
+            "start_and_end_s": round(fixed, 1), "class_of_100_minutes": round((fixed + 100 * median / workers) / 60, 1),
+            "wrong_scores": {s.student: [scores.get(s.student), s.score] for s in samples
+                             if s.score is not None and scores.get(s.student) != s.score}}
+
+
 def throughput(args: argparse.Namespace) -> int:
-    print(f"throughput of the autograder, {args.workers} CPU workers; {os.cpu_count()} cores, {platform.node()}, "
+    workers = gpu_count() if args.gpu else args.workers
+    if args.gpu and not workers:
+        print("bench: --gpu needs a CUDA GPU, and torch sees none here", file=sys.stderr)
+        return 2
+    kind = "GPU" if args.gpu else "CPU"
+    print(f"throughput of the autograder, {workers} {kind} workers; {os.cpu_count()} cores, {platform.node()}, "
           f"{dt.date.today()}, load average {os.getloadavg()[0]:.2f} at the start")
-    print(f"{'exercise':<16} {'subs':>4} {'wall s':>7} {'per hour':>9} {'per hour per worker':>20}")
-    for assignment in course.assignments():
+    print(f"{'exercise':<18} {'subs':>4} {'wall s':>7} {'per hour per ' + kind:>18} {'median s':>8} "
+          f"{'start+end s':>11} {'class of 100, min':>17}  scores")
+    deadline = None if args.time_limit is None else time.monotonic() + args.time_limit
+    rows: list[dict[str, Any]] = []
+    order = args.exercises.split(",") if args.exercises else course.assignments()
+    for assignment in order:
+        if deadline is not None and rows and time.monotonic() + rows[-1]["wall_s"] > deadline:
+            print(f"{assignment}: not started (the time limit would be reached)")
+            continue
         samples = sample.honest(assignment)[: args.limit]
         base = Path(tempfile.mkdtemp(prefix="dlperf-bench-throughput-"))
         try:
-            wall, _, _ = run_autograder(base, assignment, samples, args.workers)
+            wall, scores, records = run_autograder(base, assignment, samples, workers, gpu=args.gpu)
         finally:
             shutil.rmtree(base, ignore_errors=True)
-        rate = len(samples) / wall * 3600
-        print(f"{assignment:<16} {len(samples):>4} {wall:>7.1f} {rate:>9.0f} {rate / args.workers:>20.0f}")
+        row = plan_row(assignment, samples, wall, scores, records, workers)
+        rows.append(row)
+        wrong = row["wrong_scores"]
+        print(f"{assignment:<18} {len(samples):>4} {wall:>7.1f} {row['per_hour_per_worker']:>18} "
+              f"{row['median_submission_s']:>8.2f} {row['start_and_end_s']:>11.1f} {row['class_of_100_minutes']:>17.1f}  "
+              + ("as the fixtures expect" if not wrong else f"DIFFER: {wrong}"), flush=True)
+        if args.json:
+            args.json.write_text(json.dumps({"kind": kind, "workers": workers, "host": platform.node(),
+                                             "date": dt.date.today().isoformat(), "rows": rows}, indent=1) + "\n")
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
-    return 0
+    return 1 if any(r["wrong_scores"] for r in rows) else 0
 
 
 def main() -> int:
@@ -278,6 +331,11 @@ def main() -> int:
     p.add_argument("--limit", type=int, help="only the first N submissions (a quick run)")
     p.add_argument("--throughput", action="store_true", help="submissions per hour per worker, every exercise")
     p.add_argument("--class-size", type=int, help="grade a class of N submissions with the autograder alone")
+    p.add_argument("--gpu", action="store_true", help="with --throughput: grade on the GPU workers, one job per GPU")
+    p.add_argument("--exercises", help="with --throughput: these exercises, in this order (default: every one)")
+    p.add_argument("--time-limit", type=float, metavar="SECONDS",
+                   help="with --throughput: start no exercise that would end after this")
+    p.add_argument("--json", type=Path, help="with --throughput: write the rows here as they come")
     args = p.parse_args()
     if args.class_size:
         return large_class(args)

@@ -22,6 +22,8 @@
 # and the part `grading`:
 #   - the gpu tests and the doctor's grade of every exercise's reference on the GPU (with why a point
 #     was lost, if one was);
+#   - every exercise's honest class on the GPU, its fixture scores checked, with the planning figures
+#     (submissions per hour per GPU, a class of 100's wait: gpu_check's throughput step);
 #   - triton_softmax's fixtures (the GPU exercise: every wrong and correct alternative, expected scores),
 #     then gradscaler's sample class (honest and misbehaving submissions) with the time left;
 # each step through scripts/gpu_check.py (make gpu-check), which bounds it by the time left.  Every 10 s
@@ -120,13 +122,18 @@ references() {
 }
 grading() {
   CAP=${GRADING_CAP:-} check grading --steps tests,doctor --doctor-exercises "$EXERCISES"
+  # every exercise's honest class on the GPU: fixture scores and the planning figures (THROUGHPUT=no: not)
+  if [ "${THROUGHPUT:-yes}" != no ]; then
+    CAP=${THROUGHPUT_CAP:-} check throughput --steps throughput --throughput-limit "${THROUGHPUT_LIMIT:-8}"
+  fi
   if [ "${FIXTURES:-yes}" != no ]; then
     check triton-fixtures --steps sample --sample-assignment triton_softmax
     check gradscaler-class --steps sample --sample-assignment gradscaler
   fi
 }
 # the part `all` runs references, then grading; ORDER=grading,references the other way round.
-# PROBE=no, NCU=no and FIXTURES=no leave out a step that an earlier window has already recorded.
+# PROBE=no, NCU=no, THROUGHPUT=no and FIXTURES=no leave out a step that an earlier window has already
+# recorded; GRADING_CAP and THROUGHPUT_CAP bound a step's seconds, THROUGHPUT_LIMIT the submissions per exercise.
 case "$PART" in
   references) references ;;
   grading) grading ;;

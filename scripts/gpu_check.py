@@ -17,7 +17,11 @@ its output kept in a log beside the report:
    one (``scripts/gpu_references.py``: each executed notebook kept, with what its cells printed), for a
    lent GPU window too short for the whole book (``--chapters`` names some);
 6. ``ncu`` -- not by default: the course's traffic counts of its Triton kernels beside Nsight Compute's DRAM
-   and L2 counters (``scripts/ncu_traffic.py``, into ``ncu/``).
+   and L2 counters (``scripts/ncu_traffic.py``, into ``ncu/``);
+7. ``throughput`` -- not by default: every exercise's honest class (reference, stub, fixtures; the first
+   ``--throughput-limit`` of them) graded on the GPU workers, its scores checked against the fixtures', with
+   the planning figures per exercise (``scripts/bench_grading.py --throughput --gpu``, into
+   ``throughput.json``): submissions per hour per GPU, the median submission, a class of 100's wait.
 
 The report, ``_build/gpu-check/report.md`` (``--out``), names the machine, the
 GPU(s), the driver, torch and CUDA, and each step's result and time; it is written
@@ -54,7 +58,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-STEPS = ("tests", "doctor", "sample", "book", "references", "ncu")
+STEPS = ("tests", "doctor", "sample", "book", "references", "ncu", "throughput")
 NO_GPU_EXIT = 2
 
 
@@ -192,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "gpu-check", help="report and logs folder")
     parser.add_argument("--steps", default=",".join(STEPS[:4]),
-                        help=f"which steps, in this order (default: {','.join(STEPS[:4])}; also: references, ncu)")
+                        help=f"which steps, in this order (default: {','.join(STEPS[:4])}; also: references, ncu, "
+                             "throughput)")
     parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
                         help="stop the check after this long (the step then running is reported as stopped)")
     parser.add_argument("--doctor-exercises", metavar="IDS", default=None,
@@ -201,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the sample class of this assignment (default: gradscaler's, 42 submissions)")
     parser.add_argument("--chapters", metavar="NAMES", default=None,
                         help="the references step executes only these chapters (default: every one that records)")
+    parser.add_argument("--throughput-limit", type=int, default=8, metavar="N",
+                        help="the throughput step grades the first N submissions of each honest class (default 8)")
     args = parser.parse_args(argv)
     wanted = list(dict.fromkeys(s for s in args.steps.split(",") if s))
     unknown = sorted(set(wanted) - set(STEPS))
@@ -234,6 +241,10 @@ def main(argv: list[str] | None = None) -> int:
                                           *(["--chapters", args.chapters] if args.chapters else [])]),
         "ncu": Step("ncu", [py, "scripts/ncu_traffic.py", "--out", str(out / "ncu"),
                             *(["--time-limit", str(args.time_limit)] if args.time_limit is not None else [])]),
+        "throughput": Step("throughput", [py, "scripts/bench_grading.py", "--throughput", "--gpu",
+                                          "--limit", str(args.throughput_limit), "--json", str(out / "throughput.json"),
+                                          *(["--time-limit", str(args.time_limit * 0.9)]
+                                            if args.time_limit is not None else [])]),
     }
     steps = [commands[name] for name in wanted]
     built = ROOT / "_build" / "gpu_reference"
