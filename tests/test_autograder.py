@@ -368,7 +368,8 @@ def test_feedback_export_status_report(graded_class: dict) -> None:
 
 
 OTHER_EXERCISES = ["allreduce", "compile_clean", "ddp_buckets", "flash_attention", "no_sync_loop", "pipeline_schedule",
-                   "ring_allreduce", "ring_attention", "roofline_place", "ssp_server", "triton_softmax", "zero1"]
+                   "ring_allreduce", "ring_attention", "roofline_place", "ssp_server", "tensor_parallel", "triton_softmax",
+                   "zero1"]
 
 
 @early.early("fixtures_graded", order=0)

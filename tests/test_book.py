@@ -140,7 +140,7 @@ EXERCISE_CHAPTERS = {"book/multi-gpu": "allreduce", "book/parameter-servers": "r
 
 
 # chapters with a second exercise
-MORE_EXERCISE_CHAPTERS = [("book/parameter-servers", "ssp_server")]
+MORE_EXERCISE_CHAPTERS = [("book/parameter-servers", "ssp_server"), ("book/model-parallelism", "tensor_parallel")]
 
 
 def _links(page: Path) -> list[str]:

@@ -20,8 +20,8 @@ import pytest
 from autograder import course
 
 EXERCISES = ["allreduce", "compile_clean", "ddp_buckets", "flash_attention", "gradscaler", "no_sync_loop",
-             "pipeline_schedule", "ring_allreduce", "ring_attention", "roofline_place", "ssp_server", "triton_softmax",
-             "zero1"]
+             "pipeline_schedule", "ring_allreduce", "ring_attention", "roofline_place", "ssp_server", "tensor_parallel",
+             "triton_softmax", "zero1"]
 MARKERS = (course.BEGIN_SOLUTION, course.END_SOLUTION, course.BEGIN_HIDDEN, course.END_HIDDEN)
 
 
