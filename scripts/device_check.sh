@@ -104,7 +104,7 @@ check() {   # check NAME ARGS...: scripts/gpu_check.py bounded by the time left 
 # EXERCISES=a,b (default: every exercise, those named in $FIRST before the others: the ones no GPU has
 # yet graded 10/10, so that a window cut short still confirms them) and CHAPTERS=a,b (default: every
 # chapter that records a reference) narrow a window's parts
-FIRST=${FIRST:-no_sync_loop,zero1}
+FIRST=${FIRST:-no_sync_loop,tensor_parallel}
 EXERCISES=${EXERCISES:-$(FIRST="$FIRST" .venv/bin/python -c 'import os
 from autograder import course
 first = [e for e in os.environ["FIRST"].split(",") if e in course.assignments()]

@@ -101,7 +101,7 @@ _ATTRIBUTES = {
     "reshape_as", "expand", "expand_as", "flatten", "unflatten", "split", "chunk", "narrow", "unbind", "exp",
     "log", "sqrt", "amax", "max", "sum", "mean", "matmul", "mul", "add", "sub", "div", "neg", "mul_", "add_",
     "sub_", "div_", "copy_", "zero_", "fill_", "softmax", "logsumexp", "masked_fill", "new_empty", "new_zeros",
-    "new_ones", "requires_grad", "grad", "tolist", "item",
+    "new_ones", "tolist", "item",
     # autograd functions and their context
     "apply", "save_for_backward", "saved_tensors", "needs_input_grad", "mark_dirty", "set_materialize_grads",
     # a collective's request (async_op=True)
