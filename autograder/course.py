@@ -397,6 +397,7 @@ class Graded:
     seconds: float
     log: str = ""
     cell_seconds: dict[str, float] = field(default_factory=dict)
+    autograded: Any = None      # the notebook as nbgrader executed it (its outputs), where it wrote one
 
     @property
     def test_seconds(self) -> float:
@@ -448,13 +449,14 @@ def grade_notebooks(assignment: str, notebooks: Mapping[str, Any], workdir: Path
                 result = api.autograde(assignment, student, force=True, create=True)
             seconds = time.monotonic() - start
             _ok(result, f"autograde {assignment} for {student}")
+            executed = root / "autograded" / student / assignment / f"{assignment}.ipynb"
             with Gradebook(api.coursedir.db_url) as gb:
                 submission = gb.find_submission(assignment, student)
                 scores = {g.name: float(g.score) for nb_ in submission.notebooks for g in nb_.grades}
                 results[student] = Graded(
                     student, scores, float(submission.score), float(submission.max_score), seconds,
-                    result.get("log") or "",
-                    _cell_seconds(root / "autograded" / student / assignment / f"{assignment}.ipynb"))
+                    result.get("log") or "", _cell_seconds(executed),
+                    nbformat.read(executed, as_version=4) if executed.is_file() else None)
             if progress:
                 print(f"  [{i}/{len(notebooks)}] {student}: {results[student].total:g}/"
                       f"{results[student].max_total:g} in {seconds:.1f} s "

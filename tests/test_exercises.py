@@ -94,19 +94,20 @@ def _errors(nb) -> dict[str, bool]:
 # result exactly as it would have run it itself.
 
 
-def _self_check_job(aid: str) -> tuple[dict[str, bool], dict[str, bool], str]:
-    """The stub and the reference executed as a student runs them (in a process of the pool)."""
+def _self_check_job(aid: str) -> dict[str, bool]:
+    """The stub executed as a student runs it (in a process of the pool).  The reference's self-checks are
+    read off the notebook ``nbgrader autograde`` executed in :func:`_nbgrader_job`: it runs the same cells, in
+    the same order, before the hidden ones (one execution of the reference instead of two)."""
     folder = Path(tempfile.mkdtemp(prefix=f"dlperf-selfcheck-{aid}-"))
     try:
-        stub = _execute(nbformat.read(course.release_notebook(aid), as_version=4), folder)
-        solved = _execute(course.reference_submission(aid), folder)
-        return _errors(stub), _errors(solved), json.dumps([c.get("outputs", []) for c in solved.cells])
+        return _errors(_execute(nbformat.read(course.release_notebook(aid), as_version=4), folder))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
 def _nbgrader_job(aid: str) -> list[tuple[str, dict[str, float], course.Graded]]:
-    """The reference and the first fixture graded by nbgrader's autograde (in a process of the pool)."""
+    """The reference and the first fixture graded by nbgrader's autograde (in a process of the pool), each with
+    the notebook as nbgrader executed it."""
     fixtures = course.snippets(aid)
     assert len(fixtures) >= 5, f"tests/submissions/{aid} needs at least five wrong submissions"
     return course.check_submissions(aid, ["solution", fixtures[0].stem], progress=False)
@@ -142,8 +143,12 @@ for _test, _job in {"test_self_checks_fail_on_the_stub_and_pass_with_the_solutio
 @pytest.mark.slow
 @pytest.mark.parametrize("aid", EXERCISES)
 def test_self_checks_fail_on_the_stub_and_pass_with_the_solution(aid):
-    failing, passing, text = early.result(_job_name("test_self_checks_fail_on_the_stub_and_pass_with_the_solution",
-                                                    aid))
+    failing = early.result(_job_name("test_self_checks_fail_on_the_stub_and_pass_with_the_solution", aid))
+    rows = early.result(_job_name("test_plain_nbgrader_gives_the_stated_scores", aid))
+    solved = next(graded.autograded for name, _, graded in rows if name == "solution")
+    assert solved is not None, "nbgrader wrote no autograded notebook for the reference"
+    passing = _errors(solved)
+    text = json.dumps([c.get("outputs", []) for c in solved.cells])
     assert failing and all(failing.values()), f"self-checks that pass on the stub: {failing}"
     assert passing and not any(passing.values()), f"self-checks that fail on the solution: {passing}"
     assert "Self-check" in text  # the table was printed
