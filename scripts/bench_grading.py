@@ -161,6 +161,12 @@ def _spread(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} (min {min(values):.2f}, max {max(values):.2f})"
 
 
+def start_and_end(wall: float, median: float, submissions: float, workers: int) -> float:
+    """The part of a class's wall time that does not grow with the class: the wall less the median submission's
+    time on its worker times the submissions per worker."""
+    return wall - median * submissions / workers
+
+
 def breakdown(records: list[dict[str, Any]], workers: int, wall: float, runs: int = 1) -> None:
     """Medians of each phase over ``records`` (their recorded seconds, of ``runs`` gradings of the class),
     and the overhead left; ``wall``: the class's wall time (the median over the runs)."""
@@ -186,7 +192,7 @@ def breakdown(records: list[dict[str, Any]], workers: int, wall: float, runs: in
           f"/ {per_run:g} submissions): {per_worker / statistics.median(own):.2f}x the median own work "
           "(target <= 1.3x)")
     # What does not grow with the class: the class wall less what its submissions took on their workers.
-    fixed = wall - statistics.median(float(s["total"]) for s in secs) * per_run / workers
+    fixed = start_and_end(wall, statistics.median(float(s["total"]) for s in secs), per_run, workers)
     print(f"  the run's start and end: about {fixed:.1f} s of the {wall:.1f} s (the class wall less the median "
           f"submission's total times {per_run:g} / {workers})")
 
@@ -265,10 +271,10 @@ def large_class(args: argparse.Namespace) -> int:
 
 
 def gpu_count() -> int:
-    """The GPUs this machine's autograder grades on (0 without CUDA)."""
-    import torch
+    """The GPUs this machine's autograder grades on, one worker each (``autograder.engine.local_gpus``)."""
+    from autograder.engine import local_gpus
 
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return len(local_gpus())
 
 
 def plan_row(assignment: str, samples: list[sample.Sample], wall: float, scores: dict[str, float],
@@ -278,11 +284,12 @@ def plan_row(assignment: str, samples: list[sample.Sample], wall: float, scores:
     from what the fixtures expect."""
     secs = [r["seconds"] for r in records if r["outcome"] == "graded"]
     median = statistics.median(float(s["total"]) for s in secs) if secs else float("nan")
-    fixed = max(0.0, wall - median * len(samples) / workers) if secs else float("nan")
+    fixed = max(0.0, start_and_end(wall, median, len(samples), workers)) if secs else float("nan")
     per_hour = len(samples) / wall * 3600
     return {"exercise": assignment, "submissions": len(samples), "wall_s": round(wall, 2),
             "per_hour_per_worker": round(per_hour / workers), "median_submission_s": round(median, 2),
-            "start_and_end_s": round(fixed, 1), "class_of_100_minutes": round((fixed + 100 * median / workers) / 60, 1),
+            "start_and_end_s": round(fixed, 1),
+            "class_of_100_minutes": round((fixed + 100 * median / workers) / 60, 1),
             "wrong_scores": {s.student: [scores.get(s.student), s.score] for s in samples
                              if s.score is not None and scores.get(s.student) != s.score}}
 
@@ -314,7 +321,8 @@ def throughput(args: argparse.Namespace) -> int:
         rows.append(row)
         wrong = row["wrong_scores"]
         print(f"{assignment:<18} {len(samples):>4} {wall:>7.1f} {row['per_hour_per_worker']:>18} "
-              f"{row['median_submission_s']:>8.2f} {row['start_and_end_s']:>11.1f} {row['class_of_100_minutes']:>17.1f}  "
+              f"{row['median_submission_s']:>8.2f} {row['start_and_end_s']:>11.1f} "
+              f"{row['class_of_100_minutes']:>17.1f}  "
               + ("as the fixtures expect" if not wrong else f"DIFFER: {wrong}"), flush=True)
         if args.json:
             args.json.write_text(json.dumps({"kind": kind, "workers": workers, "host": platform.node(),

@@ -48,7 +48,7 @@ import torch.nn.functional as F  # noqa: N812
 from dlperf.grading.probes import ddp_buckets as probe
 from dlperf.grading.reading import read
 
-from autograder.exercises.runs import RunsOnce
+from autograder.exercises.runs import RunsOnce, relayed
 from autograder.trusted import CheckFailed, Ranks, StudentRaised, seed
 
 __all__ = ["LR", "RULE_CASES", "STEPS", "bucket_sizes", "buckets", "case", "check", "describe_step", "layout_of",
@@ -198,8 +198,7 @@ def _rule(ranks: Ranks, seed_: int) -> list[tuple[list[int], int, Any]]:
 
 def _group(solution: Any, source: Sequence[tuple[str, str]], n: int, cases: Sequence[Any]) -> list[dict[str, Any]]:
     done = []
-    given = {} if solution else {"parts": source}
-    with Ranks(*(solution or ()), n=n, timeout=45, collectives=True, **given) as ranks:
+    with relayed(solution, source, n, timeout=45) as ranks:
         rule = _rule(ranks, seed("ddp_buckets", "rule", n) % 2**31)
         for model, dims, cap, case_id in cases:
             seed_ = seed("ddp_buckets", n, model, tuple(dims), cap, case_id) % 2**31

@@ -37,8 +37,8 @@ from dlperf.grading.probes import ring_attention as probe
 from dlperf.grading.reading import read
 
 from autograder.exercises import self_check_case
-from autograder.exercises.runs import RunsOnce
-from autograder.trusted import CheckFailed, Ranks, StudentRaised, seed
+from autograder.exercises.runs import RunsOnce, relayed
+from autograder.trusted import CheckFailed, StudentRaised, seed
 
 __all__ = ["SELF_CHECK_RUNS", "TOLERANCE", "case", "check", "expected_traffic", "inputs", "reference"]
 
@@ -78,8 +78,7 @@ def _case(n: int, heads: int, chunk: int, head_dim: int, causal: bool) -> str:
 
 def _group(solution: Any, source: Sequence[tuple[str, str]], n: int, cases: Sequence[Any]) -> list[dict[str, Any]]:
     done = []
-    given = {} if solution else {"parts": source}
-    with Ranks(*(solution or ()), n=n, timeout=30, collectives=True, **given) as ranks:
+    with relayed(solution, source, n) as ranks:
         for heads, chunk, head_dim, causal, case_id in cases:
             seed_ = seed("ring_attention", n, heads, chunk, head_dim, causal, case_id) % 2**31
             q, k, v = inputs(n, heads, chunk, head_dim, seed_)

@@ -40,8 +40,8 @@ from dlperf.grading.probes import tensor_parallel as probe
 from dlperf.grading.reading import read
 
 from autograder.exercises import self_check_case
-from autograder.exercises.runs import RunsOnce
-from autograder.trusted import CheckFailed, Ranks, StudentRaised, seed
+from autograder.exercises.runs import RunsOnce, relayed
+from autograder.trusted import CheckFailed, StudentRaised, seed
 
 __all__ = ["SELF_CHECK_RUNS", "TOLERANCE", "case", "check", "inputs", "reference", "shard"]
 
@@ -101,14 +101,14 @@ def _case(n: int, tokens: int, heads: int, head_dim: int) -> str:
 
 def _group(solution: Any, source: Sequence[tuple[str, str]], n: int, cases: Sequence[Any]) -> list[dict[str, Any]]:
     done = []
-    given = {} if solution else {"parts": source}
-    with Ranks(*(solution or ()), n=n, timeout=30, collectives=True, **given) as ranks:
+    with relayed(solution, source, n) as ranks:
         for tokens, heads, head_dim, case_id in cases:
             seed_ = seed("tensor_parallel", n, tokens, heads, head_dim, case_id) % 2**31
             tensors, grad_out = inputs(tokens, heads, head_dim, seed_)
             case = _case(n, tokens, heads, head_dim)
+            want, want_grads = reference(tensors, heads, grad_out)
             run: dict[str, Any] = {"n": n, "tokens": tokens, "heads": heads, "head_dim": head_dim, "case": case,
-                                   "tensors": tensors, "grad_out": grad_out}
+                                   "want": want, "want_grads": want_grads}
             try:
                 run["out"] = ranks.probe("tensor_parallel:forward",
                                          [(heads // n, *shard(tensors, heads, n, r)) for r in range(n)])
@@ -136,7 +136,7 @@ def _mismatch(got: torch.Tensor, want: torch.Tensor) -> str | None:
 
 
 def _values(run: dict[str, Any], gate: str = "") -> None:
-    want, _ = reference(run["tensors"], run["heads"], run["grad_out"])
+    want = run["want"]
     for r, got in enumerate(run["out"]):
         if type(got) is not torch.Tensor:
             raise CheckFailed(f"{run['case']}: {gate}rank {r} returned a {type(got).__name__}; parallel_attention "
@@ -152,10 +152,9 @@ def _values(run: dict[str, Any], gate: str = "") -> None:
 
 
 def _gradients(run: dict[str, Any]) -> None:
-    _, grads = reference(run["tensors"], run["heads"], run["grad_out"])
     n, heads = run["n"], run["heads"]
     for r, got in enumerate(run["grads"]):
-        for name, g, w in zip(NAMES, got, shard(grads, heads, n, r)):
+        for name, g, w in zip(NAMES, got, shard(run["want_grads"], heads, n, r)):
             what = {"x": "the input x (every rank needs the whole gradient)",
                     "bo": "bo (replicated: every rank's copy gets the whole gradient)"}.get(
                 name, f"{name}, rank {r}'s shard (the rows, or for wo the columns, of its heads)")
@@ -217,8 +216,7 @@ def fg_check(*solution: Any, source: Sequence[tuple[str, str]], n: int = 2) -> N
     gen = torch.Generator().manual_seed(5)
     xs = [torch.randn(3, 4, generator=gen) for _ in range(n)]
     gs = [torch.randn(3, 4, generator=gen) for _ in range(n)]
-    given = {} if solution else {"parts": source}
-    with Ranks(*(solution or ()), n=n, timeout=30, collectives=True, **given) as ranks:
+    with relayed(solution, source, n) as ranks:
         try:
             got = ranks.probe("tensor_parallel:fg", [(xs[r], gs[r]) for r in range(n)])
         except StudentRaised as exc:

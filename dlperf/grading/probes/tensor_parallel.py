@@ -12,9 +12,10 @@ the two conjugate operators alone (part 1's self-check).
 :data:`RULES` is the reading of the two solution cells, the same for the
 self-check and for the grader (:mod:`dlperf.grading.reading`): tensor
 arithmetic and softmax, the process group's rank, size and collectives,
-autograd functions (a class whose base is ``torch.autograd.Function``); not the course library's or PyTorch's
-tensor-parallel layers (``dlperf.parallel``, ``torch.distributed.tensor``,
-``torch.distributed.nn``: the exercise is what they do).
+autograd functions (a class whose base is ``torch.autograd.Function``); not
+the course library's or PyTorch's tensor-parallel layers (``dlperf.parallel``,
+``torch.distributed.tensor``, ``torch.distributed.nn``: the exercise is what
+they do).
 """
 
 from __future__ import annotations
